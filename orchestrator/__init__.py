@@ -1,0 +1,1 @@
+"""Fleet Calibrator: converge Kubernetes version drift across a Cluster API fleet."""

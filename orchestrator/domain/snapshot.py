@@ -1,0 +1,800 @@
+"""FleetSnapshot: the fleet as data (pure), and its file format (DESIGN.md "FleetSnapshot").
+
+A snapshot is what every planner, check and placement run reads, whether it came from a file or
+from a live inventory. Parsing validates everything up front and raises one ``InputError`` whose
+message names the exact field (``clusters[3].controlPlane.version: ...``), so nothing downstream
+ever sees a half-valid fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import yaml
+
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.quantity import (
+    format_cpu,
+    format_memory,
+    parse_cpu_milli,
+    parse_memory_bytes,
+)
+from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
+from orchestrator.domain.taints import Taint, Toleration, parse_effect, taint_from_mapping
+from orchestrator.domain.versions import KubeVersion, VersionError
+
+API_VERSION = "calibrator.dev/v1alpha1"
+KIND = "FleetSnapshot"
+REGION_LABELS = ("region", "topology.kubernetes.io/region")
+
+
+class SnapshotError(InputError):
+    """A snapshot that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ApiRef:
+    """An API a workload uses, written ``group/version/Kind`` (``v1/Kind`` for the core group)."""
+
+    group: str
+    version: str
+    kind: str
+
+    @staticmethod
+    def parse(text: object) -> ApiRef:
+        """Parse ``batch/v1beta1/CronJob`` or ``v1/ConfigMap``."""
+        if not isinstance(text, str):
+            raise InputError(f"invalid API {text!r}: expected group/version/Kind")
+        parts = text.strip().split("/")
+        if len(parts) == 2 and all(parts):
+            return ApiRef("", parts[0], parts[1])
+        if len(parts) == 3 and all(parts):
+            return ApiRef(parts[0], parts[1], parts[2])
+        raise InputError(f"invalid API {text!r}: expected group/version/Kind (v1/Kind for core)")
+
+    @property
+    def group_version(self) -> str:
+        """``apps/v1`` or ``v1``: the apiVersion field of a manifest."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.group_version}/{self.kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """CPU in millicores and memory in bytes: exact integers for sums and comparisons."""
+
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+
+    def to_json(self) -> dict[str, str]:
+        """Kubernetes quantity strings."""
+        return {"cpu": format_cpu(self.cpu_milli), "memory": format_memory(self.memory_bytes)}
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneState:
+    """The control plane as CAPI declares it (KubeadmControlPlane.spec or topology.version)."""
+
+    version: KubeVersion
+    replicas: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MachineDeploymentState:
+    """One worker pool."""
+
+    name: str
+    version: KubeVersion
+    replicas: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """One CAPI cluster as the planner, checks and placement see it."""
+
+    name: str
+    control_plane: ControlPlaneState
+    labels: Mapping[str, str] = field(default_factory=dict)
+    machine_deployments: tuple[MachineDeploymentState, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    capacity: Resources | None = None
+    allocated: Resources = Resources()
+    topology: bool = True
+
+    @property
+    def region(self) -> str | None:
+        """The cluster's region label, if any (``region`` or ``topology.kubernetes.io/region``)."""
+        for key in REGION_LABELS:
+            if key in self.labels:
+                return self.labels[key]
+        return None
+
+    @property
+    def worker_versions(self) -> tuple[KubeVersion, ...]:
+        """Versions of every MachineDeployment, in their given order."""
+        return tuple(md.version for md in self.machine_deployments)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAffinity:
+    """Which clusters a workload may run on: names and/or a label selector, minus exclusions."""
+
+    selector: LabelSelector = LabelSelector()
+    cluster_names: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    name: str = ""
+
+    def matches(self, cluster: Cluster) -> bool:
+        """Karmada semantics: names (if any) AND selector AND not excluded."""
+        if cluster.name in self.exclude:
+            return False
+        if self.cluster_names and cluster.name not in self.cluster_names:
+            return False
+        return self.selector.matches(cluster.labels)
+
+    def describe(self) -> str:
+        """Short text for reasons."""
+        parts = []
+        if self.cluster_names:
+            parts.append("clusters " + ",".join(self.cluster_names))
+        if not self.selector.is_empty():
+            parts.append("labels " + self.selector.describe())
+        if self.exclude:
+            parts.append("excluding " + ",".join(self.exclude))
+        return "; ".join(parts) or "<any cluster>"
+
+
+@dataclass(frozen=True, slots=True)
+class StaticWeight:
+    """KubeFed-style weight for Weighted division: cluster name or selector, weight, min, max."""
+
+    weight: int
+    cluster: str | None = None
+    selector: LabelSelector | None = None
+    min_replicas: int = 0
+    max_replicas: int | None = None
+
+    def matches(self, cluster: Cluster) -> bool:
+        """True when this entry applies to ``cluster``."""
+        if self.cluster is not None:
+            return cluster.name == self.cluster
+        return self.selector is not None and self.selector.matches(cluster.labels)
+
+
+DivisionType = Literal["Duplicated", "Weighted", "Dynamic"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaScheduling:
+    """How replicas spread: a full copy per cluster, or divided by static weights or free capacity."""
+
+    type: DivisionType = "Duplicated"
+    weights: tuple[StaticWeight, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyConstraint:
+    """Maximum round-trip time from the chosen cluster to a named cluster or region."""
+
+    max_rtt_ms: float
+    to_cluster: str | None = None
+    to_region: str | None = None
+
+    def describe(self) -> str:
+        """``<= 50ms to cluster prod-eu-1`` / ``<= 80ms to region eu``."""
+        target = f"cluster {self.to_cluster}" if self.to_cluster else f"region {self.to_region}"
+        return f"<= {self.max_rtt_ms:g}ms to {target}"
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPolicy:
+    """Where a workload may go and how its replicas spread.
+
+    ``clusters`` is where the workload runs now (its current placement): compatibility checks read
+    it and the Locality score keeps it there. ``affinities`` are ordered fallbacks (Karmada's
+    ``clusterAffinities``): the first one that yields a feasible cluster wins. ``max_clusters`` caps
+    how many clusters a placement uses (None = every feasible cluster).
+    """
+
+    affinities: tuple[ClusterAffinity, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    clusters: tuple[str, ...] = ()
+    replica_scheduling: ReplicaScheduling = ReplicaScheduling()
+    max_latency: LatencyConstraint | None = None
+    max_clusters: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Something placed across clusters: which APIs it needs and how much it asks for."""
+
+    name: str
+    namespace: str = "default"
+    apis: tuple[ApiRef, ...] = ()
+    replicas: int = 1
+    requests: Resources = Resources()
+    placement: PlacementPolicy = PlacementPolicy()
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``: unique within a snapshot."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkLink:
+    """A measured round trip between two clusters; links are symmetric unless both ways are given."""
+
+    source: str
+    target: str
+    rtt_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """The whole fleet; the unit every pure function takes."""
+
+    available_versions: tuple[KubeVersion, ...]
+    clusters: tuple[Cluster, ...]
+    workloads: tuple[Workload, ...] = ()
+    network: tuple[NetworkLink, ...] = ()
+
+    def cluster(self, name: str) -> Cluster:
+        """Look a cluster up by name (InputError if unknown)."""
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise InputError(f"unknown cluster {name!r}")
+
+    def cluster_names(self) -> tuple[str, ...]:
+        """Cluster names in snapshot order."""
+        return tuple(c.name for c in self.clusters)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+def _mapping(raw: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise SnapshotError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    return cast(Mapping[str, Any], raw)
+
+
+def _list(raw: object, where: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SnapshotError(f"{where}: expected a list, got {type(raw).__name__}")
+    return raw
+
+
+def _required(raw: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in raw or raw[key] is None:
+        raise SnapshotError(f"{where}: missing required field '{key}'")
+    return raw[key]
+
+
+def _name(raw: object, where: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise SnapshotError(f"{where}: must be a non-empty string")
+    return raw
+
+
+def _int(raw: object, where: str, minimum: int = 0) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
+        raise SnapshotError(f"{where}: must be an integer >= {minimum}, got {raw!r}")
+    return raw
+
+
+def _number(raw: object, where: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+        raise SnapshotError(f"{where}: must be a non-negative number, got {raw!r}")
+    return float(raw)
+
+
+def _version(raw: object, where: str) -> KubeVersion:
+    try:
+        return KubeVersion.parse(raw)
+    except VersionError as err:
+        raise SnapshotError(f"{where}: {err}") from None
+
+
+def _wrap(where: str, err: InputError) -> SnapshotError:
+    text = str(err)
+    return SnapshotError(text if text.startswith(where) else f"{where}: {text}")
+
+
+def _resources(raw: object, where: str) -> Resources:
+    data = _mapping(raw, where)
+    try:
+        cpu = parse_cpu_milli(data.get("cpu", 0))
+        memory = parse_memory_bytes(data.get("memory", 0))
+    except InputError as err:
+        raise _wrap(where, err) from None
+    return Resources(cpu, memory)
+
+
+def _labels(raw: object, where: str) -> dict[str, str]:
+    data = _mapping(raw or {}, where)
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+            raise SnapshotError(f"{where}.{key}: label values must be strings, got {value!r}")
+        out[str(key)] = str(value)
+    return out
+
+
+def _check_fields(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = set(data) - allowed
+    if unknown:
+        names = ", ".join(sorted(map(str, unknown)))
+        raise SnapshotError(
+            f"{where}: unknown field(s) {names} (allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def _cluster(raw: object, where: str) -> Cluster:
+    data = _mapping(raw, where)
+    _check_fields(
+        data,
+        {
+            "name",
+            "labels",
+            "controlPlane",
+            "machineDeployments",
+            "taints",
+            "capacity",
+            "allocated",
+            "topology",
+        },
+        where,
+    )
+    name = _name(_required(data, "name", where), f"{where}.name")
+    cp_raw = _mapping(_required(data, "controlPlane", where), f"{where}.controlPlane")
+    control_plane = ControlPlaneState(
+        _version(
+            _required(cp_raw, "version", f"{where}.controlPlane"), f"{where}.controlPlane.version"
+        ),
+        _int(cp_raw.get("replicas", 1), f"{where}.controlPlane.replicas", 1),
+    )
+    mds: list[MachineDeploymentState] = []
+    for i, md_raw in enumerate(
+        _list(data.get("machineDeployments"), f"{where}.machineDeployments")
+    ):
+        here = f"{where}.machineDeployments[{i}]"
+        md = _mapping(md_raw, here)
+        mds.append(
+            MachineDeploymentState(
+                _name(_required(md, "name", here), f"{here}.name"),
+                _version(_required(md, "version", here), f"{here}.version"),
+                _int(md.get("replicas", 1), f"{here}.replicas"),
+            )
+        )
+    seen = {md.name for md in mds}
+    if len(seen) != len(mds):
+        raise SnapshotError(f"{where}.machineDeployments: duplicate MachineDeployment names")
+    taints: list[Taint] = []
+    for i, t_raw in enumerate(_list(data.get("taints"), f"{where}.taints")):
+        try:
+            taints.append(taint_from_mapping(t_raw, f"{where}.taints[{i}]"))
+        except InputError as err:
+            raise _wrap(f"{where}.taints[{i}]", err) from None
+    capacity = _resources(data["capacity"], f"{where}.capacity") if data.get("capacity") else None
+    allocated = (
+        _resources(data["allocated"], f"{where}.allocated")
+        if data.get("allocated")
+        else Resources()
+    )
+    topology = data.get("topology", True)
+    if not isinstance(topology, bool):
+        raise SnapshotError(f"{where}.topology: must be true or false")
+    return Cluster(
+        name=name,
+        control_plane=control_plane,
+        labels=_labels(data.get("labels"), f"{where}.labels"),
+        machine_deployments=tuple(mds),
+        taints=tuple(taints),
+        capacity=capacity,
+        allocated=allocated,
+        topology=topology,
+    )
+
+
+def _affinity(raw: object, where: str) -> ClusterAffinity:
+    data = _mapping(raw, where)
+    _check_fields(
+        data,
+        {"name", "matchLabels", "matchExpressions", "labelSelector", "clusterNames", "exclude"},
+        where,
+    )
+    selector_raw: object = data.get("labelSelector")
+    if selector_raw is None and ("matchLabels" in data or "matchExpressions" in data):
+        selector_raw = {k: data[k] for k in ("matchLabels", "matchExpressions") if k in data}
+    try:
+        selector = selector_from_mapping(selector_raw, where)
+    except InputError as err:
+        raise _wrap(where, err) from None
+    names = tuple(
+        _name(n, f"{where}.clusterNames[{i}]")
+        for i, n in enumerate(_list(data.get("clusterNames"), f"{where}.clusterNames"))
+    )
+    exclude = tuple(
+        _name(n, f"{where}.exclude[{i}]")
+        for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
+    )
+    label = data.get("name", "")
+    return ClusterAffinity(selector, names, exclude, str(label))
+
+
+def _toleration(raw: object, where: str) -> Toleration:
+    data = _mapping(raw, where)
+    _check_fields(data, {"key", "operator", "value", "effect", "tolerationSeconds"}, where)
+    operator = data.get("operator", "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise SnapshotError(f"{where}.operator: must be Equal or Exists, got {operator!r}")
+    key = data.get("key", "") or ""
+    if not isinstance(key, str):
+        raise SnapshotError(f"{where}.key: must be a string")
+    if not key and operator != "Exists":
+        raise SnapshotError(f"{where}: an empty key needs operator Exists")
+    value = data.get("value", "") or ""
+    if operator == "Exists" and value:
+        raise SnapshotError(f"{where}: operator Exists takes no value")
+    effect_raw = data.get("effect", "") or ""
+    effect = parse_effect(effect_raw, where) if effect_raw else ""
+    seconds = data.get("tolerationSeconds")
+    return Toleration(
+        key=key,
+        operator=cast(Literal["Equal", "Exists"], operator),
+        value=str(value),
+        effect=effect,
+        toleration_seconds=None if seconds is None else _int(seconds, f"{where}.tolerationSeconds"),
+    )
+
+
+def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
+    if raw is None:
+        return ReplicaScheduling()
+    data = _mapping(raw, where)
+    _check_fields(data, {"type", "weights"}, where)
+    kind = data.get("type", "Duplicated")
+    if kind not in ("Duplicated", "Weighted", "Dynamic"):
+        raise SnapshotError(f"{where}.type: must be Duplicated, Weighted or Dynamic, got {kind!r}")
+    weights: list[StaticWeight] = []
+    for i, w_raw in enumerate(_list(data.get("weights"), f"{where}.weights")):
+        here = f"{where}.weights[{i}]"
+        w = _mapping(w_raw, here)
+        _check_fields(w, {"cluster", "matchLabels", "weight", "minReplicas", "maxReplicas"}, here)
+        if ("cluster" in w) == ("matchLabels" in w):
+            raise SnapshotError(f"{here}: give exactly one of 'cluster' or 'matchLabels'")
+        selector = None
+        if "matchLabels" in w:
+            try:
+                selector = selector_from_mapping({"matchLabels": w["matchLabels"]}, here)
+            except InputError as err:
+                raise _wrap(here, err) from None
+        min_r = _int(w.get("minReplicas", 0), f"{here}.minReplicas")
+        max_raw = w.get("maxReplicas")
+        max_r = None if max_raw is None else _int(max_raw, f"{here}.maxReplicas")
+        if max_r is not None and max_r < min_r:
+            raise SnapshotError(f"{here}: maxReplicas {max_r} is below minReplicas {min_r}")
+        weights.append(
+            StaticWeight(
+                weight=_int(w.get("weight", 1), f"{here}.weight"),
+                cluster=_name(w["cluster"], f"{here}.cluster") if "cluster" in w else None,
+                selector=selector,
+                min_replicas=min_r,
+                max_replicas=max_r,
+            )
+        )
+    if weights and kind != "Weighted":
+        raise SnapshotError(f"{where}.weights: only used with type Weighted")
+    return ReplicaScheduling(cast(DivisionType, kind), tuple(weights))
+
+
+def _latency(raw: object, where: str) -> LatencyConstraint | None:
+    if raw is None:
+        return None
+    data = _mapping(raw, where)
+    _check_fields(data, {"cluster", "region", "rttMs"}, where)
+    if ("cluster" in data) == ("region" in data):
+        raise SnapshotError(f"{where}: give exactly one of 'cluster' or 'region'")
+    return LatencyConstraint(
+        max_rtt_ms=_number(_required(data, "rttMs", where), f"{where}.rttMs"),
+        to_cluster=_name(data["cluster"], f"{where}.cluster") if "cluster" in data else None,
+        to_region=_name(data["region"], f"{where}.region") if "region" in data else None,
+    )
+
+
+def _placement(raw: object, where: str) -> PlacementPolicy:
+    if raw is None:
+        return PlacementPolicy()
+    data = _mapping(raw, where)
+    _check_fields(
+        data,
+        {
+            "clusterAffinity",
+            "clusterAffinities",
+            "tolerations",
+            "clusters",
+            "replicaScheduling",
+            "maxLatency",
+            "maxClusters",
+        },
+        where,
+    )
+    if "clusterAffinity" in data and "clusterAffinities" in data:
+        raise SnapshotError(f"{where}: give clusterAffinity or clusterAffinities, not both")
+    affinities: tuple[ClusterAffinity, ...] = ()
+    if data.get("clusterAffinity") is not None:
+        affinities = (_affinity(data["clusterAffinity"], f"{where}.clusterAffinity"),)
+    elif data.get("clusterAffinities") is not None:
+        items = _list(data["clusterAffinities"], f"{where}.clusterAffinities")
+        affinities = tuple(
+            _affinity(a, f"{where}.clusterAffinities[{i}]") for i, a in enumerate(items)
+        )
+    tolerations = tuple(
+        _toleration(t, f"{where}.tolerations[{i}]")
+        for i, t in enumerate(_list(data.get("tolerations"), f"{where}.tolerations"))
+    )
+    clusters = tuple(
+        _name(c, f"{where}.clusters[{i}]")
+        for i, c in enumerate(_list(data.get("clusters"), f"{where}.clusters"))
+    )
+    max_clusters = data.get("maxClusters")
+    return PlacementPolicy(
+        affinities=affinities,
+        tolerations=tolerations,
+        clusters=clusters,
+        replica_scheduling=_replica_scheduling(
+            data.get("replicaScheduling"), f"{where}.replicaScheduling"
+        ),
+        max_latency=_latency(data.get("maxLatency"), f"{where}.maxLatency"),
+        max_clusters=None
+        if max_clusters is None
+        else _int(max_clusters, f"{where}.maxClusters", 1),
+    )
+
+
+def _workload(raw: object, where: str) -> Workload:
+    data = _mapping(raw, where)
+    _check_fields(data, {"name", "namespace", "apis", "replicas", "requests", "placement"}, where)
+    apis: list[ApiRef] = []
+    for i, api in enumerate(_list(data.get("apis"), f"{where}.apis")):
+        try:
+            apis.append(ApiRef.parse(api))
+        except InputError as err:
+            raise _wrap(f"{where}.apis[{i}]", err) from None
+    namespace = data.get("namespace", "default")
+    return Workload(
+        name=_name(_required(data, "name", where), f"{where}.name"),
+        namespace=_name(namespace, f"{where}.namespace"),
+        apis=tuple(apis),
+        replicas=_int(data.get("replicas", 1), f"{where}.replicas"),
+        requests=_resources(data["requests"], f"{where}.requests")
+        if data.get("requests")
+        else Resources(),
+        placement=_placement(data.get("placement"), f"{where}.placement"),
+    )
+
+
+def snapshot_from_mapping(raw: object) -> FleetSnapshot:
+    """Validate and build a snapshot from parsed YAML/JSON; raises SnapshotError on any defect."""
+    data = _mapping(raw, "snapshot")
+    _check_fields(
+        data,
+        {"apiVersion", "kind", "availableVersions", "clusters", "workloads", "network"},
+        "snapshot",
+    )
+    if data.get("apiVersion", API_VERSION) != API_VERSION:
+        raise SnapshotError(
+            f"snapshot.apiVersion: expected {API_VERSION}, got {data.get('apiVersion')!r}"
+        )
+    if data.get("kind", KIND) != KIND:
+        raise SnapshotError(f"snapshot.kind: expected {KIND}, got {data.get('kind')!r}")
+    versions = tuple(
+        _version(v, f"availableVersions[{i}]")
+        for i, v in enumerate(_list(data.get("availableVersions"), "availableVersions"))
+    )
+    if len(set(versions)) != len(versions):
+        raise SnapshotError("availableVersions: duplicate versions")
+    clusters = tuple(
+        _cluster(c, f"clusters[{i}]")
+        for i, c in enumerate(_list(_required(data, "clusters", "snapshot"), "clusters"))
+    )
+    names = [c.name for c in clusters]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SnapshotError(f"clusters: duplicate cluster name(s) {', '.join(duplicates)}")
+    known = set(names)
+    workloads = tuple(
+        _workload(w, f"workloads[{i}]")
+        for i, w in enumerate(_list(data.get("workloads"), "workloads"))
+    )
+    keys = [w.key for w in workloads]
+    dup_w = sorted({k for k in keys if keys.count(k) > 1})
+    if dup_w:
+        raise SnapshotError(f"workloads: duplicate workload(s) {', '.join(dup_w)}")
+    for i, workload in enumerate(workloads):
+        where = f"workloads[{i}] ({workload.key}).placement"
+        _check_cluster_refs(workload.placement, known, where)
+    links: list[NetworkLink] = []
+    for i, l_raw in enumerate(_list(data.get("network"), "network")):
+        here = f"network[{i}]"
+        link = _mapping(l_raw, here)
+        _check_fields(link, {"from", "to", "rttMs"}, here)
+        source = _name(_required(link, "from", here), f"{here}.from")
+        target = _name(_required(link, "to", here), f"{here}.to")
+        for end in (source, target):
+            if end not in known:
+                raise SnapshotError(f"{here}: unknown cluster {end!r}")
+        links.append(
+            NetworkLink(source, target, _number(_required(link, "rttMs", here), f"{here}.rttMs"))
+        )
+    return FleetSnapshot(versions, clusters, workloads, tuple(links))
+
+
+def _check_cluster_refs(policy: PlacementPolicy, known: set[str], where: str) -> None:
+    refs: list[tuple[str, str]] = [(n, f"{where}.clusters") for n in policy.clusters]
+    for j, aff in enumerate(policy.affinities):
+        refs += [(n, f"{where}.clusterAffinities[{j}].clusterNames") for n in aff.cluster_names]
+    refs += [
+        (w.cluster, f"{where}.replicaScheduling.weights")
+        for w in policy.replica_scheduling.weights
+        if w.cluster
+    ]
+    if policy.max_latency and policy.max_latency.to_cluster:
+        refs.append((policy.max_latency.to_cluster, f"{where}.maxLatency.cluster"))
+    for name, here in refs:
+        if name not in known:
+            raise SnapshotError(f"{here}: unknown cluster {name!r}")
+
+
+def load_snapshot(text: str) -> FleetSnapshot:
+    """Parse YAML (or JSON) text into a validated snapshot."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "unparseable"
+        raise SnapshotError(f"snapshot is not valid YAML{where}: {problem}") from None
+    if raw is None:
+        raise SnapshotError("snapshot is empty")
+    return snapshot_from_mapping(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Dumping (the inverse of parsing; round-trips)
+# --------------------------------------------------------------------------------------------
+
+
+def _affinity_to_json(aff: ClusterAffinity) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if aff.name:
+        out["name"] = aff.name
+    out.update(aff.selector.to_json())
+    if aff.cluster_names:
+        out["clusterNames"] = list(aff.cluster_names)
+    if aff.exclude:
+        out["exclude"] = list(aff.exclude)
+    return out
+
+
+def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if len(policy.affinities) == 1:
+        out["clusterAffinity"] = _affinity_to_json(policy.affinities[0])
+    elif policy.affinities:
+        out["clusterAffinities"] = [_affinity_to_json(a) for a in policy.affinities]
+    out["tolerations"] = [
+        {
+            k: v
+            for k, v in (
+                ("key", t.key),
+                ("operator", t.operator),
+                ("value", t.value),
+                ("effect", t.effect),
+                ("tolerationSeconds", t.toleration_seconds),
+            )
+            if v not in ("", None)
+        }
+        for t in policy.tolerations
+    ]
+    out["clusters"] = list(policy.clusters)
+    rs = policy.replica_scheduling
+    if rs.type != "Duplicated" or rs.weights:
+        rs_out: dict[str, object] = {"type": rs.type}
+        if rs.weights:
+            rs_out["weights"] = [
+                {
+                    k: v
+                    for k, v in (
+                        ("cluster", w.cluster),
+                        ("matchLabels", dict(w.selector.match_labels) if w.selector else None),
+                        ("weight", w.weight),
+                        ("minReplicas", w.min_replicas or None),
+                        ("maxReplicas", w.max_replicas),
+                    )
+                    if v is not None
+                }
+                for w in rs.weights
+            ]
+        out["replicaScheduling"] = rs_out
+    if policy.max_latency:
+        lat = policy.max_latency
+        out["maxLatency"] = (
+            {"cluster": lat.to_cluster} if lat.to_cluster else {"region": lat.to_region}
+        )
+        cast(dict[str, object], out["maxLatency"])["rttMs"] = lat.max_rtt_ms
+    if policy.max_clusters is not None:
+        out["maxClusters"] = policy.max_clusters
+    return out
+
+
+def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
+    """The file form of a snapshot (what ``load_snapshot`` reads back to an equal snapshot)."""
+    clusters: list[dict[str, object]] = []
+    for c in snapshot.clusters:
+        item: dict[str, object] = {
+            "name": c.name,
+            "labels": dict(c.labels),
+            "controlPlane": {
+                "version": str(c.control_plane.version),
+                "replicas": c.control_plane.replicas,
+            },
+            "machineDeployments": [
+                {"name": md.name, "version": str(md.version), "replicas": md.replicas}
+                for md in c.machine_deployments
+            ],
+            "taints": [t.to_json() for t in c.taints],
+        }
+        if not c.topology:
+            item["topology"] = False
+        if c.capacity is not None:
+            item["capacity"] = c.capacity.to_json()
+        if c.allocated != Resources():
+            item["allocated"] = c.allocated.to_json()
+        clusters.append(item)
+    workloads: list[dict[str, object]] = []
+    for w in snapshot.workloads:
+        entry: dict[str, object] = {
+            "name": w.name,
+            "namespace": w.namespace,
+            "apis": [str(a) for a in w.apis],
+            "replicas": w.replicas,
+        }
+        if w.requests != Resources():
+            entry["requests"] = w.requests.to_json()
+        entry["placement"] = _placement_to_json(w.placement)
+        workloads.append(entry)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "availableVersions": [str(v) for v in snapshot.available_versions],
+        "clusters": clusters,
+        "workloads": workloads,
+        "network": [
+            {"from": n.source, "to": n.target, "rttMs": n.rtt_ms} for n in snapshot.network
+        ],
+    }
+
+
+def dump_snapshot(snapshot: FleetSnapshot) -> str:
+    """YAML text of a snapshot."""
+    return yaml.safe_dump(snapshot_to_mapping(snapshot), sort_keys=False)
+
+
+def replace_cluster(snapshot: FleetSnapshot, updated: Sequence[Cluster]) -> FleetSnapshot:
+    """A snapshot with some clusters replaced by name (used to simulate planned versions)."""
+    by_name = {c.name: c for c in updated}
+    clusters = tuple(by_name.get(c.name, c) for c in snapshot.clusters)
+    return FleetSnapshot(
+        snapshot.available_versions, clusters, snapshot.workloads, snapshot.network
+    )

@@ -1,0 +1,356 @@
+"""Fleet rollout strategy and waves (pure), after AKS Fleet update runs and GKE rollout sequencing.
+
+A strategy is: an optional canary, then stages in order; a stage holds groups that roll in
+parallel, each at most ``maxConcurrency`` clusters at a time; after a stage the run soaks, and a
+stage can require an approval before it starts. Maintenance windows say when a cluster may start
+a step; the workflow asks ``MaintenanceWindow.is_open(now)`` with its own deterministic clock.
+The same inputs always give the same waves: clusters are ordered by name inside a group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+
+from orchestrator.domain.durations import format_duration, parse_duration
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
+from orchestrator.domain.snapshot import Cluster
+
+CANARY_LABEL = "calibrator.dev/canary"
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+class StrategyError(InputError):
+    """A strategy file that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceWindow:
+    """Weekly window in UTC: on ``days`` from ``start_minute`` for ``duration_seconds``.
+
+    A window may run past midnight; it then stays open into the next day.
+    """
+
+    selector: LabelSelector
+    days: tuple[int, ...]
+    start_minute: int
+    duration_seconds: int
+
+    def is_open(self, at: datetime) -> bool:
+        """Is ``at`` (timezone-aware) inside the window?"""
+        return self.opening_at_or_before(at) is not None
+
+    def opening_at_or_before(self, at: datetime) -> datetime | None:
+        """Start of the window occurrence that contains ``at``, or None."""
+        at = _utc(at)
+        for back in range(0, 8):
+            day = (at - timedelta(days=back)).replace(hour=0, minute=0, second=0, microsecond=0)
+            if day.weekday() not in self.days:
+                continue
+            start = day + timedelta(minutes=self.start_minute)
+            if start <= at < start + timedelta(seconds=self.duration_seconds):
+                return start
+        return None
+
+    def next_opening(self, after: datetime) -> datetime:
+        """When the window next opens at or after ``after`` (now, if it is open)."""
+        after = _utc(after)
+        if self.is_open(after):
+            return after
+        for ahead in range(0, 8):
+            day = (after + timedelta(days=ahead)).replace(hour=0, minute=0, second=0, microsecond=0)
+            start = day + timedelta(minutes=self.start_minute)
+            if day.weekday() in self.days and start >= after:
+                return start
+        raise StrategyError("maintenance window never opens")  # pragma: no cover - days non-empty
+
+    def describe(self) -> str:
+        """``Sat,Sun 02:00 UTC for 4h``."""
+        days = ",".join(DAYS[d] for d in self.days)
+        hh, mm = divmod(self.start_minute, 60)
+        return f"{days} {hh:02d}:{mm:02d} UTC for {format_duration(self.duration_seconds)}"
+
+
+def _utc(at: datetime) -> datetime:
+    if at.tzinfo is None:
+        raise StrategyError("maintenance windows need timezone-aware times")
+    return at.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """Clusters of a stage that roll in parallel with the stage's other groups."""
+
+    name: str
+    selector: LabelSelector = LabelSelector()
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """A stage: groups, concurrency per group, soak after, approval gate before."""
+
+    name: str
+    selector: LabelSelector = LabelSelector()
+    groups: tuple[GroupSpec, ...] = ()
+    max_concurrency: int = 1
+    soak_seconds: int = 0
+    approval: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySpec:
+    """The first clusters to go: selected by label, at most ``max_clusters``, then a soak."""
+
+    selector: LabelSelector
+    max_clusters: int = 1
+    soak_seconds: int = 0
+    approval_after: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """How a calibration rolls across the fleet."""
+
+    canary: CanarySpec | None = CanarySpec(LabelSelector(((CANARY_LABEL, "true"),)))
+    stages: tuple[StageSpec, ...] = (StageSpec("fleet"),)
+    windows: tuple[MaintenanceWindow, ...] = ()
+    max_failures: int = 0
+
+    def window_for(self, cluster: Cluster) -> MaintenanceWindow | None:
+        """The first window whose selector matches the cluster (None = any time)."""
+        for window in self.windows:
+            if window.selector.matches(cluster.labels):
+                return window
+        return None
+
+
+DEFAULT_STRATEGY = Strategy()
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A planned group: its clusters split into waves of at most maxConcurrency."""
+
+    name: str
+    waves: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A planned stage (the canary is a stage named ``canary``)."""
+
+    name: str
+    groups: tuple[Group, ...]
+    max_concurrency: int
+    soak_seconds: int
+    approval: bool
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """Every cluster of the stage in wave order."""
+        return tuple(n for wave in self.waves() for n in wave)
+
+    def waves(self) -> tuple[tuple[str, ...], ...]:
+        """Wave k of a stage = wave k of each group, since groups run side by side."""
+        depth = max((len(g.waves) for g in self.groups), default=0)
+        return tuple(
+            tuple(n for g in self.groups if k < len(g.waves) for n in g.waves[k])
+            for k in range(depth)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """Stages in order plus the clusters no stage selected."""
+
+    stages: tuple[Stage, ...]
+    unassigned: tuple[str, ...] = ()
+    windows: Mapping[str, MaintenanceWindow] = field(default_factory=dict)
+
+    def waves(self) -> list[list[str]]:
+        """Flat list of waves, canary first: the ``waves`` field of the plan JSON."""
+        return [list(w) for stage in self.stages for w in stage.waves()]
+
+
+def _chunks(names: Sequence[str], size: int) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(names[i : i + size]) for i in range(0, len(names), size))
+
+
+def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRATEGY) -> Rollout:
+    """Assign the given clusters (those that need an upgrade) to canary, stages, groups and waves."""
+    everything = sorted(clusters, key=lambda c: c.name)
+    pending = list(everything)
+    stages: list[Stage] = []
+    if strategy.canary is not None:
+        picked = [c for c in pending if strategy.canary.selector.matches(c.labels)]
+        picked = picked[: strategy.canary.max_clusters]
+        if picked:
+            names = tuple(c.name for c in picked)
+            stages.append(
+                Stage(
+                    "canary",
+                    (Group("canary", _chunks(names, len(names))),),
+                    len(names),
+                    strategy.canary.soak_seconds,
+                    False,
+                )
+            )
+            chosen = set(names)
+            pending = [c for c in pending if c.name not in chosen]
+    for spec in strategy.stages:
+        in_stage = [c for c in pending if spec.selector.matches(c.labels)]
+        taken: set[str] = set()
+        groups: list[Group] = []
+        for group in spec.groups or (GroupSpec(spec.name),):
+            members = [
+                c.name for c in in_stage if c.name not in taken and group.selector.matches(c.labels)
+            ]
+            taken.update(members)
+            if members:
+                groups.append(Group(group.name, _chunks(members, spec.max_concurrency)))
+        if groups:
+            stages.append(
+                Stage(
+                    spec.name, tuple(groups), spec.max_concurrency, spec.soak_seconds, spec.approval
+                )
+            )
+        pending = [c for c in pending if c.name not in taken]
+    windows: dict[str, MaintenanceWindow] = {}
+    for cluster in everything:
+        window = strategy.window_for(cluster)
+        if window is not None:
+            windows[cluster.name] = window
+    return Rollout(tuple(stages), tuple(c.name for c in pending), windows)
+
+
+# ------------------------------------------------------------------------------------------
+# Strategy file
+# ------------------------------------------------------------------------------------------
+
+
+def _selector(raw: object, where: str) -> LabelSelector:
+    try:
+        return selector_from_mapping(raw, where)
+    except InputError as err:
+        raise StrategyError(str(err)) from None
+
+
+def _positive(raw: object, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise StrategyError(f"{where}: must be an integer >= 1, got {raw!r}")
+    return raw
+
+
+def _seconds(raw: object, where: str) -> int:
+    try:
+        return parse_duration(raw, where)
+    except InputError as err:
+        raise StrategyError(str(err)) from None
+
+
+def _window(raw: object, where: str) -> MaintenanceWindow:
+    if not isinstance(raw, Mapping):
+        raise StrategyError(f"{where}: expected a mapping")
+    data: Mapping[str, Any] = raw
+    days_raw = data.get("days") or list(DAYS)
+    if not isinstance(days_raw, list) or not days_raw:
+        raise StrategyError(f"{where}.days: expected a list like [Sat, Sun]")
+    days: list[int] = []
+    for d in days_raw:
+        if d not in DAYS:
+            raise StrategyError(f"{where}.days: unknown day {d!r} (use {', '.join(DAYS)})")
+        days.append(DAYS.index(d))
+    start = data.get("start")
+    if not isinstance(start, str) or len(start.split(":")) != 2:
+        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {start!r}")
+    hh, mm = start.split(":")
+    if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
+        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {start!r}")
+    duration = _seconds(data.get("duration"), f"{where}.duration")
+    if not 0 < duration <= 7 * 86400:
+        raise StrategyError(f"{where}.duration: must be between 1s and 7d")
+    return MaintenanceWindow(
+        _selector(data.get("selector"), f"{where}.selector"),
+        tuple(sorted(set(days))),
+        int(hh) * 60 + int(mm),
+        duration,
+    )
+
+
+def strategy_from_mapping(raw: object) -> Strategy:
+    """Validate a CalibrationStrategy document."""
+    if not isinstance(raw, Mapping):
+        raise StrategyError("strategy: expected a mapping")
+    data: Mapping[str, Any] = raw
+    allowed = {"apiVersion", "kind", "canary", "stages", "maintenanceWindows", "maxFailures"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise StrategyError(f"strategy: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    if data.get("kind", "CalibrationStrategy") != "CalibrationStrategy":
+        raise StrategyError(
+            f"strategy.kind: expected CalibrationStrategy, got {data.get('kind')!r}"
+        )
+    canary: CanarySpec | None = None
+    if data.get("canary") is not None:
+        c = data["canary"]
+        if not isinstance(c, Mapping):
+            raise StrategyError("strategy.canary: expected a mapping")
+        canary = CanarySpec(
+            _selector(c.get("selector"), "strategy.canary.selector"),
+            _positive(c.get("maxClusters", 1), "strategy.canary.maxClusters"),
+            _seconds(c.get("soak", 0), "strategy.canary.soak"),
+            bool(c.get("approvalAfter", False)),
+        )
+    stages_raw = data.get("stages")
+    if not isinstance(stages_raw, list) or not stages_raw:
+        raise StrategyError("strategy.stages: expected a non-empty list")
+    stages: list[StageSpec] = []
+    for i, s in enumerate(stages_raw):
+        where = f"strategy.stages[{i}]"
+        if not isinstance(s, Mapping) or not isinstance(s.get("name"), str):
+            raise StrategyError(f"{where}: needs a 'name'")
+        groups_raw = s.get("groups") or []
+        if not isinstance(groups_raw, list):
+            raise StrategyError(f"{where}.groups: expected a list")
+        groups = []
+        for j, g in enumerate(groups_raw):
+            if not isinstance(g, Mapping) or not isinstance(g.get("name"), str):
+                raise StrategyError(f"{where}.groups[{j}]: needs a 'name'")
+            groups.append(
+                GroupSpec(g["name"], _selector(g.get("selector"), f"{where}.groups[{j}].selector"))
+            )
+        stages.append(
+            StageSpec(
+                name=s["name"],
+                selector=_selector(s.get("selector"), f"{where}.selector"),
+                groups=tuple(groups),
+                max_concurrency=_positive(s.get("maxConcurrency", 1), f"{where}.maxConcurrency"),
+                soak_seconds=_seconds(s.get("soak", 0), f"{where}.soak"),
+                approval=bool(s.get("approval", False)),
+            )
+        )
+    names = [s.name for s in stages]
+    if len(set(names)) != len(names) or "canary" in names:
+        raise StrategyError("strategy.stages: stage names must be unique and not 'canary'")
+    windows = tuple(
+        _window(w, f"strategy.maintenanceWindows[{i}]")
+        for i, w in enumerate(data.get("maintenanceWindows") or [])
+    )
+    max_failures = data.get("maxFailures", 0)
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
+        raise StrategyError(f"strategy.maxFailures: must be an integer >= 0, got {max_failures!r}")
+    return Strategy(canary, tuple(stages), windows, max_failures)
+
+
+def load_strategy(text: str) -> Strategy:
+    """Parse a strategy YAML document."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise StrategyError("strategy is not valid YAML") from None
+    return strategy_from_mapping(raw)

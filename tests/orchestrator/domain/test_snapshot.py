@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.domain.snapshot import (
+    ApiRef,
+    SnapshotError,
+    dump_snapshot,
+    load_snapshot,
+    snapshot_from_mapping,
+)
+
+EXAMPLE = Path(__file__).parents[3] / "examples" / "fleet.yaml"
+
+
+def minimal() -> dict:
+    return {
+        "apiVersion": "calibrator.dev/v1alpha1",
+        "kind": "FleetSnapshot",
+        "availableVersions": ["v1.31.1", "v1.32.0"],
+        "clusters": [
+            {
+                "name": "a",
+                "labels": {"env": "prod"},
+                "controlPlane": {"version": "v1.31.1", "replicas": 3},
+                "machineDeployments": [{"name": "md-0", "version": "v1.31.1", "replicas": 2}],
+            }
+        ],
+        "workloads": [{"name": "w", "apis": ["apps/v1/Deployment"], "placement": {"clusters": ["a"]}}],
+    }
+
+
+def test_example_loads_and_round_trips() -> None:
+    snap = load_snapshot(EXAMPLE.read_text())
+    assert len(snap.clusters) >= 12
+    assert {c.labels["env"] for c in snap.clusters} == {"prod", "staging", "dev"}
+    assert len({c.region for c in snap.clusters}) >= 3
+    assert load_snapshot(dump_snapshot(snap)) == snap
+
+
+def test_minimal_defaults() -> None:
+    snap = snapshot_from_mapping(minimal())
+    w = snap.workloads[0]
+    assert w.namespace == "default" and w.replicas == 1 and w.key == "default/w"
+    assert w.apis == (ApiRef("apps", "v1", "Deployment"),)
+    assert snap.cluster("a").control_plane.replicas == 3
+
+
+def _set(doc: dict, path: str, value: object) -> dict:
+    *head, last = path.split(".")
+    node: object = doc
+    for part in head:
+        node = node[int(part)] if isinstance(node, list) else node[part]  # type: ignore[index]
+    if value is _DELETE:
+        del node[last]  # type: ignore[union-attr,arg-type]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value  # type: ignore[index]
+    return doc
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("clusters.0.controlPlane.version", "v1.3x", "clusters[0].controlPlane.version: invalid Kubernetes version 'v1.3x'"),
+        ("clusters.0.machineDeployments.0.version", "1.31", "clusters[0].machineDeployments[0].version: invalid Kubernetes version '1.31'"),
+        ("availableVersions", ["v1.31.1", "nope"], "availableVersions[1]: invalid Kubernetes version 'nope'"),
+        ("availableVersions", ["v1.31.1", "v1.31.1"], "availableVersions: duplicate versions"),
+        ("clusters.0.name", _DELETE, "clusters[0]: missing required field 'name'"),
+        ("clusters.0.controlPlane", _DELETE, "clusters[0]: missing required field 'controlPlane'"),
+        ("clusters.0.controlPlane.version", _DELETE, "clusters[0].controlPlane: missing required field 'version'"),
+        ("clusters", _DELETE, "snapshot: missing required field 'clusters'"),
+        ("clusters.0.controlPlane.replicas", 0, "clusters[0].controlPlane.replicas: must be an integer >= 1, got 0"),
+        ("clusters.0.labels", {"env": ["x"]}, "clusters[0].labels.env: label values must be strings"),
+        ("clusters.0.taints", [{"key": "k", "effect": "Sometimes"}], "clusters[0].taints[0]: invalid taint effect 'Sometimes'"),
+        ("clusters.0.capacity", {"cpu": "lots"}, "clusters[0].capacity: invalid cpu quantity 'lots'"),
+        ("clusters.0.colour", "blue", "clusters[0]: unknown field(s) colour"),
+        ("workloads.0.placement.clusters", ["ghost"], "workloads[0] (default/w).placement.clusters: unknown cluster 'ghost'"),
+        ("workloads.0.apis", ["CronJob"], "workloads[0].apis[0]: invalid API 'CronJob'"),
+        ("workloads.0.replicas", -1, "workloads[0].replicas: must be an integer >= 0, got -1"),
+        ("workloads.0.placement.replicaScheduling", {"type": "Spread"}, "replicaScheduling.type: must be Duplicated, Weighted or Dynamic"),
+        ("workloads.0.placement.maxLatency", {"rttMs": 5}, "maxLatency: give exactly one of 'cluster' or 'region'"),
+        ("workloads.0.placement.tolerations", [{"operator": "Equal"}], "tolerations[0]: an empty key needs operator Exists"),
+        ("kind", "Fleet", "snapshot.kind: expected FleetSnapshot, got 'Fleet'"),
+        ("apiVersion", "v1", "snapshot.apiVersion: expected calibrator.dev/v1alpha1"),
+    ],
+)
+def test_bad_input_gives_one_precise_error(path: str, value: object, message: str) -> None:
+    with pytest.raises(SnapshotError) as err:
+        snapshot_from_mapping(_set(minimal(), path, value))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_duplicate_names() -> None:
+    doc = minimal()
+    doc["clusters"].append(dict(doc["clusters"][0]))
+    with pytest.raises(SnapshotError, match="duplicate cluster name"):
+        snapshot_from_mapping(doc)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("clusters: [\n  - name: a\n bad", "snapshot is not valid YAML at line"),
+        ("", "snapshot is empty"),
+        ("- a\n- b\n", "snapshot: expected a mapping, got list"),
+    ],
+)
+def test_malformed_text(text: str, message: str) -> None:
+    with pytest.raises(SnapshotError, match=message):
+        load_snapshot(text)
+
+
+def test_network_links_must_name_known_clusters() -> None:
+    doc = minimal()
+    doc["network"] = [{"from": "a", "to": "b", "rttMs": 3}]
+    with pytest.raises(SnapshotError, match=r"network\[0\]: unknown cluster 'b'"):
+        snapshot_from_mapping(doc)
+
+
+def test_dump_is_yaml_with_contract_keys() -> None:
+    snap = snapshot_from_mapping(minimal())
+    doc = yaml.safe_load(dump_snapshot(snap))
+    assert list(doc)[:5] == ["apiVersion", "kind", "availableVersions", "clusters", "workloads"]
