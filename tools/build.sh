@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# Builds the real control-plane binaries the calibrator runs against
+# (kube-apiserver, etcd, the Cluster API managers and CAPD) from pinned Go
+# modules, through the Go module proxy, into a cache directory outside the
+# repository.  See tools/README.md.
+#
+# Usage:
+#   tools/build.sh              build if needed; the last stdout line is the bin dir
+#   tools/build.sh --print-dir  print the bin dir for the current pins, build nothing
+#   tools/build.sh --force      rebuild even if the cache dir is complete
+#
+# Only the bin dir is written to stdout (progress goes to stderr), so both
+# BIN=$(tools/build.sh) and BIN=$(tools/build.sh | tail -1) work.
+#
+# Environment:
+#   CALIBRATOR_BIN_CACHE   cache root (default: $HOME/.cache/fleet-calibrator/bin)
+#   CALIBRATOR_BUILD_NICE  niceness for the go commands (default: 10)
+set -euo pipefail
+
+# ---------------------------------------------------------------------------
+# Pins.  Each must match what the wrapper module's go.mod requires (checked
+# before building); bump both together (see README.md).
+KUBERNETES_VERSION=v1.35.8     # tools/kube: k8s.io/kubernetes + 31 staging replaces at v0.35.8
+ETCD_VERSION=v3.6.16           # tools/etcd: go.etcd.io/etcd/server/v3
+CLUSTER_API_VERSION=v1.13.4    # tools/capi: sigs.k8s.io/cluster-api and sigs.k8s.io/cluster-api/test
+# Bump when the way binaries are built changes (flags, names, manifest layout)
+# without any module pin changing, to force a new cache key.
+RECIPE_REVISION=1
+# ---------------------------------------------------------------------------
+
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE_ROOT=${CALIBRATOR_BIN_CACHE:-${HOME}/.cache/fleet-calibrator/bin}
+NICE=${CALIBRATOR_BUILD_NICE:-10}
+# Never let go.mod's "go" line trigger a toolchain download.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+export CGO_ENABLED=0
+
+BINARIES=(kube-apiserver etcd capi-manager kubeadm-bootstrap-manager kubeadm-control-plane-manager capd-manager)
+# name -> "wrapper-module-subdir main-package"
+declare -A BUILD_SPEC=(
+  [kube-apiserver]="kube k8s.io/kubernetes/cmd/kube-apiserver"
+  [etcd]="etcd go.etcd.io/etcd/server/v3"
+  [capi-manager]="capi sigs.k8s.io/cluster-api"
+  [kubeadm-bootstrap-manager]="capi sigs.k8s.io/cluster-api/bootstrap/kubeadm"
+  [kubeadm-control-plane-manager]="capi sigs.k8s.io/cluster-api/controlplane/kubeadm"
+  [capd-manager]="capi sigs.k8s.io/cluster-api/test/infrastructure/docker"
+)
+WRAPPER_MODULES=(kube etcd capi)
+
+log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+
+MODE=build
+FORCE=0
+for arg in "$@"; do
+  case "$arg" in
+    --print-dir) MODE=print-dir ;;
+    --force) FORCE=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage; die "unknown argument: $arg" ;;
+  esac
+done
+
+command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
+
+GO_VERSION=$(go env GOVERSION)
+GO_PLATFORM="$(go env GOOS)/$(go env GOARCH)"
+
+# Cache key: pins + build recipe + toolchain + every wrapper module file.
+cache_key() {
+  {
+    printf 'kubernetes=%s\netcd=%s\nclusterAPI=%s\nrecipe=%s\ngo=%s\nplatform=%s\ncgo=%s\n' \
+      "$KUBERNETES_VERSION" "$ETCD_VERSION" "$CLUSTER_API_VERSION" "$RECIPE_REVISION" \
+      "$GO_VERSION" "$GO_PLATFORM" "$CGO_ENABLED"
+    local m f
+    for m in "${WRAPPER_MODULES[@]}"; do
+      for f in go.mod go.sum tools.go; do
+        printf '== %s/%s\n' "$m" "$f"
+        cat "$TOOLS_DIR/$m/$f"
+      done
+    done
+  } | sha256sum | cut -c1-16
+}
+
+KEY=$(cache_key)
+BIN_DIR="$CACHE_ROOT/$KEY"
+
+if [[ $MODE == print-dir ]]; then
+  printf '%s\n' "$BIN_DIR"
+  exit 0
+fi
+
+# go command run inside one wrapper module, at low priority.
+gomod() {
+  local mod=$1; shift
+  (cd "$TOOLS_DIR/$mod" && nice -n "$NICE" go "$@")
+}
+
+complete_dir() {
+  local d=$1 b
+  [[ -f $d/manifest.json ]] || return 1
+  for b in "${BINARIES[@]}"; do
+    [[ -x $d/$b ]] || return 1
+  done
+}
+
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  printf '"%s"' "$s"
+}
+
+# Module directories (download them if the module cache lost them).
+module_dir() {
+  local mod=$1 path=$2 dir
+  dir=$(cd "$TOOLS_DIR/$mod" && go list -m -f '{{.Dir}}' "$path")
+  if [[ -z $dir || ! -d $dir ]]; then
+    gomod "$mod" mod download "$path" >&2
+    dir=$(cd "$TOOLS_DIR/$mod" && go list -m -f '{{.Dir}}' "$path")
+  fi
+  [[ -n $dir && -d $dir ]] || die "cannot locate module directory of $path (in tools/$mod)"
+  printf '%s' "$dir"
+}
+
+# Writes manifest.json for bin dir $1 (final path $2) atomically.
+write_manifest() {
+  local dir=$1 final=$2
+  local kdir edir cdir tdir
+  kdir=$(module_dir kube k8s.io/kubernetes)
+  edir=$(module_dir etcd go.etcd.io/etcd/server/v3)
+  cdir=$(module_dir capi sigs.k8s.io/cluster-api)
+  tdir=$(module_dir capi sigs.k8s.io/cluster-api/test)
+
+  local -a comps=(core kubeadm-bootstrap kubeadm-control-plane capd)
+  declare -A base=(
+    [core]="$cdir"
+    [kubeadm-bootstrap]="$cdir/bootstrap/kubeadm"
+    [kubeadm-control-plane]="$cdir/controlplane/kubeadm"
+    [capd]="$tdir/infrastructure/docker"
+  )
+  local c
+  for c in "${comps[@]}"; do
+    ls "${base[$c]}"/config/crd/bases/*.yaml >/dev/null 2>&1 \
+      || die "no CRD YAML files in ${base[$c]}/config/crd/bases"
+    [[ -f ${base[$c]}/config/webhook/manifests.yaml ]] \
+      || die "missing ${base[$c]}/config/webhook/manifests.yaml"
+  done
+
+  local sep b
+  {
+    printf '{\n'
+    printf '  "schema": 1,\n'
+    printf '  "cacheKey": %s,\n' "$(json_str "$KEY")"
+    printf '  "binDir": %s,\n' "$(json_str "$final")"
+    printf '  "kubernetes": %s,\n' "$(json_str "$KUBERNETES_VERSION")"
+    printf '  "etcd": %s,\n' "$(json_str "$ETCD_VERSION")"
+    printf '  "clusterAPI": %s,\n' "$(json_str "$CLUSTER_API_VERSION")"
+    printf '  "go": %s,\n' "$(json_str "$GO_VERSION")"
+    printf '  "platform": %s,\n' "$(json_str "$GO_PLATFORM")"
+    printf '  "binaries": {\n'
+    sep=
+    for b in "${BINARIES[@]}"; do
+      printf '%s    %s: %s' "$sep" "$(json_str "$b")" "$(json_str "$final/$b")"
+      sep=$',\n'
+    done
+    printf '\n  },\n'
+    printf '  "moduleDirs": {\n'
+    printf '    "k8s.io/kubernetes": %s,\n' "$(json_str "$kdir")"
+    printf '    "go.etcd.io/etcd/server/v3": %s,\n' "$(json_str "$edir")"
+    printf '    "sigs.k8s.io/cluster-api": %s,\n' "$(json_str "$cdir")"
+    printf '    "sigs.k8s.io/cluster-api/test": %s\n' "$(json_str "$tdir")"
+    printf '  },\n'
+    printf '  "crdDirs": [\n'
+    sep=
+    for c in "${comps[@]}"; do
+      printf '%s    %s' "$sep" "$(json_str "${base[$c]}/config/crd/bases")"
+      sep=$',\n'
+    done
+    printf '\n  ],\n'
+    printf '  "crdDirsByComponent": {\n'
+    sep=
+    for c in "${comps[@]}"; do
+      printf '%s    %s: %s' "$sep" "$(json_str "$c")" "$(json_str "${base[$c]}/config/crd/bases")"
+      sep=$',\n'
+    done
+    printf '\n  },\n'
+    printf '  "webhookManifests": {\n'
+    sep=
+    for c in "${comps[@]}"; do
+      printf '%s    %s: %s' "$sep" "$(json_str "$c")" "$(json_str "${base[$c]}/config/webhook/manifests.yaml")"
+      sep=$',\n'
+    done
+    printf '\n  }\n'
+    printf '}\n'
+  } >"$dir/manifest.json.tmp"
+  mv -f "$dir/manifest.json.tmp" "$dir/manifest.json"
+}
+
+# The cached path: every binary present -> refresh module dirs if needed, done.
+cached_exit() {
+  local cdir tdir
+  cdir=$(module_dir capi sigs.k8s.io/cluster-api)
+  tdir=$(module_dir capi sigs.k8s.io/cluster-api/test)
+  if ! grep -qF "\"$cdir\"" "$BIN_DIR/manifest.json" || ! grep -qF "\"$tdir\"" "$BIN_DIR/manifest.json"; then
+    log "module cache moved; rewriting manifest.json"
+    write_manifest "$BIN_DIR" "$BIN_DIR"
+  fi
+  log "cached: $BIN_DIR"
+  printf '%s\n' "$BIN_DIR"
+  exit 0
+}
+
+if [[ $FORCE == 0 ]] && complete_dir "$BIN_DIR"; then
+  cached_exit
+fi
+
+mkdir -p "$CACHE_ROOT"
+# Serialise builds of the same key (a second caller waits, then finds the cache).
+exec 9>"$CACHE_ROOT/.lock-$KEY"
+if ! flock -n 9; then
+  log "another build of $KEY is running; waiting for it"
+  flock 9
+fi
+if [[ $FORCE == 0 ]] && complete_dir "$BIN_DIR"; then
+  cached_exit
+fi
+
+# Leftovers of killed builds of this key (we hold its lock, so they are dead).
+rm -rf "$CACHE_ROOT/.tmp-$KEY".* "$CACHE_ROOT/.old-$KEY".*
+TMP_DIR=$(mktemp -d "$CACHE_ROOT/.tmp-$KEY.XXXXXX")
+trap 'rm -rf "$TMP_DIR"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "building into $BIN_DIR (go $GO_VERSION, $GO_PLATFORM)"
+log "pins: kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION, cluster-api $CLUSTER_API_VERSION"
+
+# Check that the pins above match what the wrapper modules actually select.
+check_pin() {
+  local mod=$1 path=$2 want=$3 got
+  got=$(cd "$TOOLS_DIR/$mod" && go list -m -f '{{.Version}}' "$path")
+  [[ $got == "$want" ]] || die "tools/$mod selects $path $got but build.sh pins $want: update tools/$mod/go.mod (see tools/README.md)"
+}
+check_pin kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+check_pin kube k8s.io/component-base "v0.${KUBERNETES_VERSION#v1.}"
+check_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+check_pin etcd go.etcd.io/etcd/api/v3 "$ETCD_VERSION"
+check_pin capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION"
+check_pin capi sigs.k8s.io/cluster-api/test "$CLUSTER_API_VERSION"
+
+# Release time of a module version (from the proxy's .info): used as buildDate
+# so that rebuilding the same pins gives the same bytes.
+release_date() {
+  (cd "$TOOLS_DIR/$1" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$2")
+}
+
+T_ALL=$SECONDS
+T0=$SECONDS
+for m in "${WRAPPER_MODULES[@]}"; do
+  log "downloading modules of tools/$m"
+  gomod "$m" mod download >&2
+done
+log "modules downloaded in $((SECONDS - T0))s"
+TIMINGS="download $((SECONDS - T0))"
+
+kube_date=$(release_date kube k8s.io/kubernetes)
+capi_date=$(release_date capi sigs.k8s.io/cluster-api)
+kube_minor=${KUBERNETES_VERSION#v1.}; kube_minor=${kube_minor%%.*}
+capi_major=${CLUSTER_API_VERSION#v}; capi_major=${capi_major%%.*}
+capi_minor=${CLUSTER_API_VERSION#v*.}; capi_minor=${capi_minor%%.*}
+
+ldflags_for() {
+  local flags="-s -w" k pkg
+  case $1 in
+    kube-apiserver)
+      # Same variables as kubernetes' hack/lib/version.sh; there is no git
+      # commit in a module zip, so gitCommit keeps its default.
+      for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor"
+        flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kube_date"
+      done
+      ;;
+    etcd)
+      # etcd's version is a constant; only GitSHA is stamped by its build script.
+      flags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$ETCD_VERSION"
+      ;;
+    *)
+      k=sigs.k8s.io/cluster-api/version
+      flags+=" -X $k.gitVersion=$CLUSTER_API_VERSION -X $k.gitMajor=$capi_major -X $k.gitMinor=$capi_minor"
+      flags+=" -X $k.gitTreeState=clean -X $k.buildDate=$capi_date"
+      ;;
+  esac
+  printf '%s' "$flags"
+}
+
+for b in "${BINARIES[@]}"; do
+  read -r mod pkg <<<"${BUILD_SPEC[$b]}"
+  log "[$b] go build $pkg (tools/$mod) ..."
+  T0=$SECONDS
+  gomod "$mod" build -mod=readonly -trimpath -ldflags "$(ldflags_for "$b")" -o "$TMP_DIR/$b" "$pkg" \
+    || die "[$b] go build $pkg failed after $((SECONDS - T0))s"
+  log "[$b] built in $((SECONDS - T0))s ($(du -h "$TMP_DIR/$b" | cut -f1))"
+  TIMINGS+=$'\n'"$b $((SECONDS - T0))"
+done
+TIMINGS+=$'\n'"total $((SECONDS - T_ALL))"
+
+printf '%s\n' "$TIMINGS" >"$TMP_DIR/build-seconds.txt"
+write_manifest "$TMP_DIR" "$BIN_DIR"
+
+# Publish atomically: the key dir appears complete or not at all.
+if [[ -e $BIN_DIR ]]; then
+  OLD=$(mktemp -d "$CACHE_ROOT/.old-$KEY.XXXXXX")
+  mv "$BIN_DIR" "$OLD/"
+  rm -rf "$OLD"
+fi
+chmod 755 "$TMP_DIR"
+mv -T "$TMP_DIR" "$BIN_DIR"
+trap - EXIT
+log "done in $((SECONDS - T_ALL))s: $BIN_DIR"
+printf '%s\n' "$BIN_DIR"
