@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain.apicatalog import catalog, deprecated_apis, is_served, lifecycle, removed_apis
+from orchestrator.domain.apicatalog import (
+    catalog,
+    deprecated_apis,
+    is_served,
+    lifecycle,
+    removed_apis,
+)
 from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.versions import KubeVersion
 
@@ -17,17 +23,49 @@ A = ApiRef.parse
         ("apps/v1beta2/StatefulSet", "1.16", "apps/v1/StatefulSet"),
         ("extensions/v1beta1/NetworkPolicy", "1.16", "networking.k8s.io/v1/NetworkPolicy"),
         ("extensions/v1beta1/Ingress", "1.22", "networking.k8s.io/v1/Ingress"),
-        ("rbac.authorization.k8s.io/v1beta1/ClusterRole", "1.22", "rbac.authorization.k8s.io/v1/ClusterRole"),
-        ("apiextensions.k8s.io/v1beta1/CustomResourceDefinition", "1.22", "apiextensions.k8s.io/v1/CustomResourceDefinition"),
+        (
+            "rbac.authorization.k8s.io/v1beta1/ClusterRole",
+            "1.22",
+            "rbac.authorization.k8s.io/v1/ClusterRole",
+        ),
+        (
+            "apiextensions.k8s.io/v1beta1/CustomResourceDefinition",
+            "1.22",
+            "apiextensions.k8s.io/v1/CustomResourceDefinition",
+        ),
         ("batch/v1beta1/CronJob", "1.25", "batch/v1/CronJob"),
         ("policy/v1beta1/PodSecurityPolicy", "1.25", ""),
-        ("autoscaling/v2beta2/HorizontalPodAutoscaler", "1.26", "autoscaling/v2/HorizontalPodAutoscaler"),
-        ("storage.k8s.io/v1beta1/CSIStorageCapacity", "1.27", "storage.k8s.io/v1/CSIStorageCapacity"),
-        ("flowcontrol.apiserver.k8s.io/v1beta2/FlowSchema", "1.29", "flowcontrol.apiserver.k8s.io/v1/FlowSchema"),
-        ("flowcontrol.apiserver.k8s.io/v1beta3/PriorityLevelConfiguration", "1.32", "flowcontrol.apiserver.k8s.io/v1/PriorityLevelConfiguration"),
-        ("admissionregistration.k8s.io/v1alpha1/ValidatingAdmissionPolicy", "1.33", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"),
+        (
+            "autoscaling/v2beta2/HorizontalPodAutoscaler",
+            "1.26",
+            "autoscaling/v2/HorizontalPodAutoscaler",
+        ),
+        (
+            "storage.k8s.io/v1beta1/CSIStorageCapacity",
+            "1.27",
+            "storage.k8s.io/v1/CSIStorageCapacity",
+        ),
+        (
+            "flowcontrol.apiserver.k8s.io/v1beta2/FlowSchema",
+            "1.29",
+            "flowcontrol.apiserver.k8s.io/v1/FlowSchema",
+        ),
+        (
+            "flowcontrol.apiserver.k8s.io/v1beta3/PriorityLevelConfiguration",
+            "1.32",
+            "flowcontrol.apiserver.k8s.io/v1/PriorityLevelConfiguration",
+        ),
+        (
+            "admissionregistration.k8s.io/v1alpha1/ValidatingAdmissionPolicy",
+            "1.33",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+        ),
         ("resource.k8s.io/v1alpha3/ResourceClaim", "1.34", "resource.k8s.io/v1/ResourceClaim"),
-        ("storage.k8s.io/v1alpha1/VolumeAttributesClass", "1.35", "storage.k8s.io/v1/VolumeAttributesClass"),
+        (
+            "storage.k8s.io/v1alpha1/VolumeAttributesClass",
+            "1.35",
+            "storage.k8s.io/v1/VolumeAttributesClass",
+        ),
         ("resource.k8s.io/v1beta1/DeviceClass", "1.36", "resource.k8s.io/v1/DeviceClass"),
     ],
 )
@@ -59,7 +97,11 @@ def test_is_served(api: str, version: str, served: bool) -> None:
 
 
 def test_query_which_apis_are_gone() -> None:
-    apis = [A("apps/v1/Deployment"), A("batch/v1beta1/CronJob"), A("policy/v1beta1/PodDisruptionBudget")]
+    apis = [
+        A("apps/v1/Deployment"),
+        A("batch/v1beta1/CronJob"),
+        A("policy/v1beta1/PodDisruptionBudget"),
+    ]
     assert [str(r.api) for r in removed_apis(apis, V("v1.25.0"))] == [
         "batch/v1beta1/CronJob",
         "policy/v1beta1/PodDisruptionBudget",

@@ -16,7 +16,11 @@ SNAP = snapshot_from_mapping(
         "workloads": [
             {
                 "name": "cron",
-                "apis": ["batch/v1beta1/CronJob", "autoscaling/v2beta2/HorizontalPodAutoscaler", "apps/v1/Deployment"],
+                "apis": [
+                    "batch/v1beta1/CronJob",
+                    "autoscaling/v2beta2/HorizontalPodAutoscaler",
+                    "apps/v1/Deployment",
+                ],
                 "placement": {"clusters": ["old", "new"]},
             },
             {"name": "fine", "apis": ["batch/v1/CronJob"], "placement": {"clusters": ["old"]}},
@@ -26,18 +30,31 @@ SNAP = snapshot_from_mapping(
 
 
 def test_first_breaking_version_per_api() -> None:
-    findings = cluster_findings(SNAP.cluster("old"), [V("v1.25.0"), V("v1.26.0")], SNAP.workloads[:1])
+    findings = cluster_findings(
+        SNAP.cluster("old"), [V("v1.25.0"), V("v1.26.0")], SNAP.workloads[:1]
+    )
     assert [(f.api, str(f.version), f.replacement, f.already_broken) for f in findings] == [
         ("batch/v1beta1/CronJob", "v1.25.0", "batch/v1/CronJob", False),
-        ("autoscaling/v2beta2/HorizontalPodAutoscaler", "v1.26.0", "autoscaling/v2/HorizontalPodAutoscaler", False),
+        (
+            "autoscaling/v2beta2/HorizontalPodAutoscaler",
+            "v1.26.0",
+            "autoscaling/v2/HorizontalPodAutoscaler",
+            False,
+        ),
     ]
-    assert findings[0].describe() == "default/cron uses batch/v1beta1/CronJob, removed in 1.25; use batch/v1/CronJob"
+    assert (
+        findings[0].describe()
+        == "default/cron uses batch/v1beta1/CronJob, removed in 1.25; use batch/v1/CronJob"
+    )
 
 
 def test_fleet_check_covers_current_versions_and_marks_already_broken() -> None:
     findings = check_fleet(SNAP, {"old": [V("v1.25.0")]})
     by_cluster = {(f.cluster, f.api): f for f in findings}
     assert ("old", "batch/v1beta1/CronJob") in by_cluster
-    assert ("old", "autoscaling/v2beta2/HorizontalPodAutoscaler") not in by_cluster  # still served at 1.25
+    assert (
+        "old",
+        "autoscaling/v2beta2/HorizontalPodAutoscaler",
+    ) not in by_cluster  # still served at 1.25
     assert by_cluster[("new", "batch/v1beta1/CronJob")].already_broken
     assert all(f.workload != "default/fine" for f in findings)

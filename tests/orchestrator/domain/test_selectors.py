@@ -31,7 +31,10 @@ def test_bad_selector_strings(bad: str) -> None:
 
 def test_mapping_form() -> None:
     sel = selector_from_mapping(
-        {"matchLabels": {"env": "prod"}, "matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}]},
+        {
+            "matchLabels": {"env": "prod"},
+            "matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}],
+        },
         "x",
     )
     assert sel.matches({"env": "prod", "region": "eu"})
@@ -39,4 +42,6 @@ def test_mapping_form() -> None:
     with pytest.raises(InputError, match="operator must be one of"):
         selector_from_mapping({"matchExpressions": [{"key": "a", "operator": "Like"}]}, "x")
     with pytest.raises(InputError, match="takes no values"):
-        selector_from_mapping({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["b"]}]}, "x")
+        selector_from_mapping(
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["b"]}]}, "x"
+        )

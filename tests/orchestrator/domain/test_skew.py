@@ -17,11 +17,35 @@ V = KubeVersion.parse
     ("cp", "workers", "expected"),
     [
         ("v1.34.1", ["v1.34.1", "v1.31.0"], []),
-        ("v1.34.1", ["v1.30.0"], ["workers md-0 at v1.30.0 are 4 minors behind the control plane at v1.34.1 (kubelets may trail by at most 3)"]),
-        ("v1.33.0", ["v1.34.0"], ["workers md-0 at v1.34.0 are newer than the control plane at v1.33.0 (kubelets must never be newer than the API server)"]),
+        (
+            "v1.34.1",
+            ["v1.30.0"],
+            [
+                "workers md-0 at v1.30.0 are 4 minors behind the control plane at v1.34.1 (kubelets may trail by at most 3)"
+            ],
+        ),
+        (
+            "v1.33.0",
+            ["v1.34.0"],
+            [
+                "workers md-0 at v1.34.0 are newer than the control plane at v1.33.0 (kubelets must never be newer than the API server)"
+            ],
+        ),
         ("v1.33.0", ["v1.33.5"], []),  # a newer patch of the same minor is within policy
-        ("v1.26.0", ["v1.23.0"], ["workers md-0 at v1.23.0 are 3 minors behind the control plane at v1.26.0 (kubelets may trail by at most 2)"]),
-        ("v1.27.0", ["v1.24.0"], ["workers md-0 at v1.24.0 are 3 minors behind the control plane at v1.27.0 (kubelets may trail by at most 2)"]),
+        (
+            "v1.26.0",
+            ["v1.23.0"],
+            [
+                "workers md-0 at v1.23.0 are 3 minors behind the control plane at v1.26.0 (kubelets may trail by at most 2)"
+            ],
+        ),
+        (
+            "v1.27.0",
+            ["v1.24.0"],
+            [
+                "workers md-0 at v1.24.0 are 3 minors behind the control plane at v1.27.0 (kubelets may trail by at most 2)"
+            ],
+        ),
         ("v1.28.0", ["v1.25.0"], []),
     ],
 )
@@ -36,9 +60,21 @@ def test_state_violations(cp: str, workers: list[str], expected: list[str]) -> N
         ("v1.30.0", "v1.31.0", None),
         ("v1.30.0", "v1.30.1", None),
         ("v1.32.0+a", "v1.32.0+b", None),
-        ("v1.30.0", "v1.32.0", "control plane cannot go from minor 30 to 32 in one step: it must visit every minor (1.30 -> 1.31 -> 1.32)"),
-        ("v1.31.0", "v1.30.9", "control plane cannot go from v1.31.0 to v1.30.9: downgrades are not supported"),
-        ("v1.31.0", "v1.31.0", "control plane is already at v1.31.0: a step must change the version"),
+        (
+            "v1.30.0",
+            "v1.32.0",
+            "control plane cannot go from minor 30 to 32 in one step: it must visit every minor (1.30 -> 1.31 -> 1.32)",
+        ),
+        (
+            "v1.31.0",
+            "v1.30.9",
+            "control plane cannot go from v1.31.0 to v1.30.9: downgrades are not supported",
+        ),
+        (
+            "v1.31.0",
+            "v1.31.0",
+            "control plane is already at v1.31.0: a step must change the version",
+        ),
         ("v1.31.0", "v2.0.0", "control plane cannot change major version (v1.31.0 -> v2.0.0)"),
     ],
 )
@@ -48,7 +84,13 @@ def test_control_plane_step(current: str, target: str, expected: str | None) -> 
 
 @pytest.mark.parametrize(
     ("current", "target", "ok"),
-    [("v1.30.0", "v1.33.0", True), ("v1.30.0", "v1.34.0", False), ("v1.22.0", "v1.24.0", True), ("v1.22.0", "v1.25.0", False), ("v1.31.0", "v1.30.0", False)],
+    [
+        ("v1.30.0", "v1.33.0", True),
+        ("v1.30.0", "v1.34.0", False),
+        ("v1.22.0", "v1.24.0", True),
+        ("v1.22.0", "v1.25.0", False),
+        ("v1.31.0", "v1.30.0", False),
+    ],
 )
 def test_worker_step(current: str, target: str, ok: bool) -> None:
     assert (worker_step_violation(V(current), V(target)) is None) == ok

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,7 +17,7 @@ from orchestrator.domain.snapshot import (
 EXAMPLE = Path(__file__).parents[3] / "examples" / "fleet.yaml"
 
 
-def minimal() -> dict:
+def minimal() -> dict[str, Any]:
     return {
         "apiVersion": "calibrator.dev/v1alpha1",
         "kind": "FleetSnapshot",
@@ -29,7 +30,9 @@ def minimal() -> dict:
                 "machineDeployments": [{"name": "md-0", "version": "v1.31.1", "replicas": 2}],
             }
         ],
-        "workloads": [{"name": "w", "apis": ["apps/v1/Deployment"], "placement": {"clusters": ["a"]}}],
+        "workloads": [
+            {"name": "w", "apis": ["apps/v1/Deployment"], "placement": {"clusters": ["a"]}}
+        ],
     }
 
 
@@ -49,17 +52,17 @@ def test_minimal_defaults() -> None:
     assert snap.cluster("a").control_plane.replicas == 3
 
 
-def _set(doc: dict, path: str, value: object) -> dict:
+def _set(doc: dict[str, Any], path: str, value: object) -> dict[str, Any]:
     *head, last = path.split(".")
-    node: object = doc
+    node: Any = doc
     for part in head:
-        node = node[int(part)] if isinstance(node, list) else node[part]  # type: ignore[index]
+        node = node[int(part)] if isinstance(node, list) else node[part]
     if value is _DELETE:
-        del node[last]  # type: ignore[union-attr,arg-type]
+        del node[last]
     elif isinstance(node, list):
         node[int(last)] = value
     else:
-        node[last] = value  # type: ignore[index]
+        node[last] = value
     return doc
 
 
@@ -69,25 +72,73 @@ _DELETE = object()
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("clusters.0.controlPlane.version", "v1.3x", "clusters[0].controlPlane.version: invalid Kubernetes version 'v1.3x'"),
-        ("clusters.0.machineDeployments.0.version", "1.31", "clusters[0].machineDeployments[0].version: invalid Kubernetes version '1.31'"),
-        ("availableVersions", ["v1.31.1", "nope"], "availableVersions[1]: invalid Kubernetes version 'nope'"),
+        (
+            "clusters.0.controlPlane.version",
+            "v1.3x",
+            "clusters[0].controlPlane.version: invalid Kubernetes version 'v1.3x'",
+        ),
+        (
+            "clusters.0.machineDeployments.0.version",
+            "1.31",
+            "clusters[0].machineDeployments[0].version: invalid Kubernetes version '1.31'",
+        ),
+        (
+            "availableVersions",
+            ["v1.31.1", "nope"],
+            "availableVersions[1]: invalid Kubernetes version 'nope'",
+        ),
         ("availableVersions", ["v1.31.1", "v1.31.1"], "availableVersions: duplicate versions"),
         ("clusters.0.name", _DELETE, "clusters[0]: missing required field 'name'"),
         ("clusters.0.controlPlane", _DELETE, "clusters[0]: missing required field 'controlPlane'"),
-        ("clusters.0.controlPlane.version", _DELETE, "clusters[0].controlPlane: missing required field 'version'"),
+        (
+            "clusters.0.controlPlane.version",
+            _DELETE,
+            "clusters[0].controlPlane: missing required field 'version'",
+        ),
         ("clusters", _DELETE, "snapshot: missing required field 'clusters'"),
-        ("clusters.0.controlPlane.replicas", 0, "clusters[0].controlPlane.replicas: must be an integer >= 1, got 0"),
-        ("clusters.0.labels", {"env": ["x"]}, "clusters[0].labels.env: label values must be strings"),
-        ("clusters.0.taints", [{"key": "k", "effect": "Sometimes"}], "clusters[0].taints[0]: invalid taint effect 'Sometimes'"),
-        ("clusters.0.capacity", {"cpu": "lots"}, "clusters[0].capacity: invalid cpu quantity 'lots'"),
+        (
+            "clusters.0.controlPlane.replicas",
+            0,
+            "clusters[0].controlPlane.replicas: must be an integer >= 1, got 0",
+        ),
+        (
+            "clusters.0.labels",
+            {"env": ["x"]},
+            "clusters[0].labels.env: label values must be strings",
+        ),
+        (
+            "clusters.0.taints",
+            [{"key": "k", "effect": "Sometimes"}],
+            "clusters[0].taints[0]: invalid taint effect 'Sometimes'",
+        ),
+        (
+            "clusters.0.capacity",
+            {"cpu": "lots"},
+            "clusters[0].capacity: invalid cpu quantity 'lots'",
+        ),
         ("clusters.0.colour", "blue", "clusters[0]: unknown field(s) colour"),
-        ("workloads.0.placement.clusters", ["ghost"], "workloads[0] (default/w).placement.clusters: unknown cluster 'ghost'"),
+        (
+            "workloads.0.placement.clusters",
+            ["ghost"],
+            "workloads[0] (default/w).placement.clusters: unknown cluster 'ghost'",
+        ),
         ("workloads.0.apis", ["CronJob"], "workloads[0].apis[0]: invalid API 'CronJob'"),
         ("workloads.0.replicas", -1, "workloads[0].replicas: must be an integer >= 0, got -1"),
-        ("workloads.0.placement.replicaScheduling", {"type": "Spread"}, "replicaScheduling.type: must be Duplicated, Weighted or Dynamic"),
-        ("workloads.0.placement.maxLatency", {"rttMs": 5}, "maxLatency: give exactly one of 'cluster' or 'region'"),
-        ("workloads.0.placement.tolerations", [{"operator": "Equal"}], "tolerations[0]: an empty key needs operator Exists"),
+        (
+            "workloads.0.placement.replicaScheduling",
+            {"type": "Spread"},
+            "replicaScheduling.type: must be Duplicated, Weighted or Dynamic",
+        ),
+        (
+            "workloads.0.placement.maxLatency",
+            {"rttMs": 5},
+            "maxLatency: give exactly one of 'cluster' or 'region'",
+        ),
+        (
+            "workloads.0.placement.tolerations",
+            [{"operator": "Equal"}],
+            "tolerations[0]: an empty key needs operator Exists",
+        ),
         ("kind", "Fleet", "snapshot.kind: expected FleetSnapshot, got 'Fleet'"),
         ("apiVersion", "v1", "snapshot.apiVersion: expected calibrator.dev/v1alpha1"),
     ],

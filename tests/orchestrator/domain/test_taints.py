@@ -43,7 +43,11 @@ def test_annotation_round_trip_is_stable() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("{", "not JSON"), ('{"key":"a"}', "must be a JSON list"), ('[{"effect":"NoSchedule"}]', "non-empty string 'key'")],
+    [
+        ("{", "not JSON"),
+        ('{"key":"a"}', "must be a JSON list"),
+        ('[{"effect":"NoSchedule"}]', "non-empty string 'key'"),
+    ],
 )
 def test_bad_annotation(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message):

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.domain.errors import InputError
 from orchestrator.domain.skew import max_kubelet_lag
 from orchestrator.domain.snapshot import Cluster, ControlPlaneState, MachineDeploymentState
 from orchestrator.domain.upgradeplan import (
@@ -16,7 +17,6 @@ from orchestrator.domain.upgradeplan import (
     plan_cluster,
     validate_plan,
 )
-from orchestrator.domain.errors import InputError
 from orchestrator.domain.versions import KubeVersion
 
 V = KubeVersion.parse
@@ -27,7 +27,9 @@ def cluster(cp: str, *workers: str) -> Cluster:
     return Cluster(
         name="c",
         control_plane=ControlPlaneState(V(cp), 1),
-        machine_deployments=tuple(MachineDeploymentState(f"md-{i}", V(w), 1) for i, w in enumerate(workers)),
+        machine_deployments=tuple(
+            MachineDeploymentState(f"md-{i}", V(w), 1) for i, w in enumerate(workers)
+        ),
     )
 
 
@@ -45,64 +47,218 @@ class Case:
 
 
 CASES = [
-    Case("reference example: four minors, workers step once mid-way", "v1.30.0", ["v1.30.0"], "v1.34.1",
-         ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"],
-         ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"], ["v1.33.1", "v1.34.1"],
-         ["controlPlane -> v1.31.1", "controlPlane -> v1.32.0", "controlPlane -> v1.33.1",
-          "workers md-0 -> v1.33.1", "controlPlane -> v1.34.1", "workers md-0 -> v1.34.1"]),
-    Case("one minor", "v1.33.1", ["v1.33.1"], "v1.34.1", cp_steps=["v1.34.1"], worker_steps=["v1.34.1"]),
-    Case("two minors: workers skip the intermediate minor", "v1.32.0", ["v1.32.0"], "v1.34.1",
-         cp_steps=["v1.33.1", "v1.34.1"], worker_steps=["v1.34.1"]),
-    Case("three minors: still one worker step", "v1.31.1", ["v1.31.1"], "v1.34.1",
-         cp_steps=["v1.32.0", "v1.33.1", "v1.34.1"], worker_steps=["v1.34.1"]),
-    Case("five minors: one intermediate worker step", "v1.30.0", ["v1.30.0"], "v1.35.2",
-         cp_steps=["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1", "v1.35.2"], worker_steps=["v1.33.1", "v1.35.2"]),
-    Case("patch-only upgrade", "v1.34.0", ["v1.34.0"], "v1.34.1", cp_steps=["v1.34.1"], worker_steps=["v1.34.1"]),
+    Case(
+        "reference example: four minors, workers step once mid-way",
+        "v1.30.0",
+        ["v1.30.0"],
+        "v1.34.1",
+        ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"],
+        ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"],
+        ["v1.33.1", "v1.34.1"],
+        [
+            "controlPlane -> v1.31.1",
+            "controlPlane -> v1.32.0",
+            "controlPlane -> v1.33.1",
+            "workers md-0 -> v1.33.1",
+            "controlPlane -> v1.34.1",
+            "workers md-0 -> v1.34.1",
+        ],
+    ),
+    Case(
+        "one minor",
+        "v1.33.1",
+        ["v1.33.1"],
+        "v1.34.1",
+        cp_steps=["v1.34.1"],
+        worker_steps=["v1.34.1"],
+    ),
+    Case(
+        "two minors: workers skip the intermediate minor",
+        "v1.32.0",
+        ["v1.32.0"],
+        "v1.34.1",
+        cp_steps=["v1.33.1", "v1.34.1"],
+        worker_steps=["v1.34.1"],
+    ),
+    Case(
+        "three minors: still one worker step",
+        "v1.31.1",
+        ["v1.31.1"],
+        "v1.34.1",
+        cp_steps=["v1.32.0", "v1.33.1", "v1.34.1"],
+        worker_steps=["v1.34.1"],
+    ),
+    Case(
+        "five minors: one intermediate worker step",
+        "v1.30.0",
+        ["v1.30.0"],
+        "v1.35.2",
+        cp_steps=["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1", "v1.35.2"],
+        worker_steps=["v1.33.1", "v1.35.2"],
+    ),
+    Case(
+        "patch-only upgrade",
+        "v1.34.0",
+        ["v1.34.0"],
+        "v1.34.1",
+        cp_steps=["v1.34.1"],
+        worker_steps=["v1.34.1"],
+    ),
     Case("already at target", "v1.34.1", ["v1.34.1"], "v1.34.1", order=[]),
-    Case("control plane at target, workers behind", "v1.34.1", ["v1.32.0"], "v1.34.1",
-         worker_steps=["v1.34.1"], order=["workers md-0 -> v1.34.1"]),
-    Case("workers already 3 behind step before the control plane moves", "v1.33.1", ["v1.30.0"], "v1.35.2",
-         cp_steps=["v1.34.1", "v1.35.2"], worker_steps=["v1.33.1", "v1.35.2"],
-         order=["workers md-0 -> v1.33.1", "controlPlane -> v1.34.1", "controlPlane -> v1.35.2",
-                "workers md-0 -> v1.35.2"]),
+    Case(
+        "control plane at target, workers behind",
+        "v1.34.1",
+        ["v1.32.0"],
+        "v1.34.1",
+        worker_steps=["v1.34.1"],
+        order=["workers md-0 -> v1.34.1"],
+    ),
+    Case(
+        "workers already 3 behind step before the control plane moves",
+        "v1.33.1",
+        ["v1.30.0"],
+        "v1.35.2",
+        cp_steps=["v1.34.1", "v1.35.2"],
+        worker_steps=["v1.33.1", "v1.35.2"],
+        order=[
+            "workers md-0 -> v1.33.1",
+            "controlPlane -> v1.34.1",
+            "controlPlane -> v1.35.2",
+            "workers md-0 -> v1.35.2",
+        ],
+    ),
     Case("no MachineDeployments", "v1.32.0", [], "v1.33.1", cp_steps=["v1.33.1"]),
-    Case("pools at different versions: only the lagging pool takes the intermediate step",
-         "v1.33.1", ["v1.33.1", "v1.30.0"], "v1.34.1", cp_steps=["v1.34.1"], worker_steps=["v1.33.1", "v1.34.1"],
-         order=["workers md-1 -> v1.33.1", "controlPlane -> v1.34.1", "workers md-0,md-1 -> v1.34.1"]),
-    Case("newest patch of each intermediate minor", "v1.31.0", ["v1.31.0"], "v1.33.0",
-         ["v1.31.0", "v1.32.0", "v1.32.3", "v1.32.1", "v1.33.0", "v1.33.2"],
-         ["v1.32.3", "v1.33.0"], ["v1.33.0"]),
-    Case("current version missing from the list", "v1.30.5", ["v1.30.5"], "v1.32.0",
-         cp_steps=["v1.31.1", "v1.32.0"], worker_steps=["v1.32.0"]),
-    Case("pre-release versions order before GA", "v1.31.1", ["v1.31.1"], "v1.33.0-beta.0",
-         ["v1.31.1", "v1.32.0-alpha.2", "v1.32.0-rc.1", "v1.33.0-beta.0"],
-         ["v1.32.0-rc.1", "v1.33.0-beta.0"], ["v1.33.0-beta.0"]),
-    Case("pre-release to a later pre-release of the same minor", "v1.32.0-alpha.2", ["v1.32.0-alpha.2"],
-         "v1.32.0-rc.1", ["v1.32.0-alpha.2", "v1.32.0-rc.1"], ["v1.32.0-rc.1"], ["v1.32.0-rc.1"]),
-    Case("pre-release to GA", "v1.32.0-rc.1", ["v1.32.0-rc.1"], "v1.32.0",
-         ["v1.32.0-rc.1", "v1.32.0"], ["v1.32.0"], ["v1.32.0"]),
-    Case("build metadata keeps list order: last twin wins", "v1.31.1+foo.1", ["v1.31.1+foo.1"], "v1.33.0+foo.1",
-         ["v1.31.1+foo.1", "v1.32.0+foo.1", "v1.32.0+foo.2-bar.2", "v1.33.0+foo.1"],
-         ["v1.32.0+foo.2-bar.2", "v1.33.0+foo.1"], ["v1.33.0+foo.1"]),
-    Case("build metadata only upgrade", "v1.32.0+foo.1", ["v1.32.0+foo.1"], "v1.32.0+foo.2",
-         ["v1.32.0+foo.1", "v1.32.0+foo.2"], ["v1.32.0+foo.2"], ["v1.32.0+foo.2"]),
-    Case("a missing intermediate minor blocks the cluster", "v1.30.0", ["v1.30.0"], "v1.32.0",
-         ["v1.30.0", "v1.32.0"], blocked="no available version for minor 1.31"),
-    Case("no version list: one minor is fine", "v1.30.0", ["v1.30.0"], "v1.31.1", [], ["v1.31.1"], ["v1.31.1"]),
-    Case("no version list: two minors block", "v1.30.0", ["v1.30.0"], "v1.32.0", [],
-         blocked="no available version for minor 1.31"),
-    Case("workers newer than the control plane block", "v1.32.0", ["v1.33.1"], "v1.34.1",
-         blocked="newer than the control plane"),
-    Case("workers 4 minors behind block", "v1.34.1", ["v1.30.0"], "v1.35.2", blocked="4 minors behind"),
-    Case("kubelets older than 1.25 may trail by only 2", "v1.24.3", ["v1.24.3"], "v1.28.1",
-         ["v1.24.3", "v1.25.2", "v1.26.1", "v1.27.4", "v1.28.1"],
-         ["v1.25.2", "v1.26.1", "v1.27.4", "v1.28.1"], ["v1.26.1", "v1.28.1"]),
+    Case(
+        "pools at different versions: only the lagging pool takes the intermediate step",
+        "v1.33.1",
+        ["v1.33.1", "v1.30.0"],
+        "v1.34.1",
+        cp_steps=["v1.34.1"],
+        worker_steps=["v1.33.1", "v1.34.1"],
+        order=[
+            "workers md-1 -> v1.33.1",
+            "controlPlane -> v1.34.1",
+            "workers md-0,md-1 -> v1.34.1",
+        ],
+    ),
+    Case(
+        "newest patch of each intermediate minor",
+        "v1.31.0",
+        ["v1.31.0"],
+        "v1.33.0",
+        ["v1.31.0", "v1.32.0", "v1.32.3", "v1.32.1", "v1.33.0", "v1.33.2"],
+        ["v1.32.3", "v1.33.0"],
+        ["v1.33.0"],
+    ),
+    Case(
+        "current version missing from the list",
+        "v1.30.5",
+        ["v1.30.5"],
+        "v1.32.0",
+        cp_steps=["v1.31.1", "v1.32.0"],
+        worker_steps=["v1.32.0"],
+    ),
+    Case(
+        "pre-release versions order before GA",
+        "v1.31.1",
+        ["v1.31.1"],
+        "v1.33.0-beta.0",
+        ["v1.31.1", "v1.32.0-alpha.2", "v1.32.0-rc.1", "v1.33.0-beta.0"],
+        ["v1.32.0-rc.1", "v1.33.0-beta.0"],
+        ["v1.33.0-beta.0"],
+    ),
+    Case(
+        "pre-release to a later pre-release of the same minor",
+        "v1.32.0-alpha.2",
+        ["v1.32.0-alpha.2"],
+        "v1.32.0-rc.1",
+        ["v1.32.0-alpha.2", "v1.32.0-rc.1"],
+        ["v1.32.0-rc.1"],
+        ["v1.32.0-rc.1"],
+    ),
+    Case(
+        "pre-release to GA",
+        "v1.32.0-rc.1",
+        ["v1.32.0-rc.1"],
+        "v1.32.0",
+        ["v1.32.0-rc.1", "v1.32.0"],
+        ["v1.32.0"],
+        ["v1.32.0"],
+    ),
+    Case(
+        "build metadata keeps list order: last twin wins",
+        "v1.31.1+foo.1",
+        ["v1.31.1+foo.1"],
+        "v1.33.0+foo.1",
+        ["v1.31.1+foo.1", "v1.32.0+foo.1", "v1.32.0+foo.2-bar.2", "v1.33.0+foo.1"],
+        ["v1.32.0+foo.2-bar.2", "v1.33.0+foo.1"],
+        ["v1.33.0+foo.1"],
+    ),
+    Case(
+        "build metadata only upgrade",
+        "v1.32.0+foo.1",
+        ["v1.32.0+foo.1"],
+        "v1.32.0+foo.2",
+        ["v1.32.0+foo.1", "v1.32.0+foo.2"],
+        ["v1.32.0+foo.2"],
+        ["v1.32.0+foo.2"],
+    ),
+    Case(
+        "a missing intermediate minor blocks the cluster",
+        "v1.30.0",
+        ["v1.30.0"],
+        "v1.32.0",
+        ["v1.30.0", "v1.32.0"],
+        blocked="no available version for minor 1.31",
+    ),
+    Case(
+        "no version list: one minor is fine",
+        "v1.30.0",
+        ["v1.30.0"],
+        "v1.31.1",
+        [],
+        ["v1.31.1"],
+        ["v1.31.1"],
+    ),
+    Case(
+        "no version list: two minors block",
+        "v1.30.0",
+        ["v1.30.0"],
+        "v1.32.0",
+        [],
+        blocked="no available version for minor 1.31",
+    ),
+    Case(
+        "workers newer than the control plane block",
+        "v1.32.0",
+        ["v1.33.1"],
+        "v1.34.1",
+        blocked="newer than the control plane",
+    ),
+    Case(
+        "workers 4 minors behind block",
+        "v1.34.1",
+        ["v1.30.0"],
+        "v1.35.2",
+        blocked="4 minors behind",
+    ),
+    Case(
+        "kubelets older than 1.25 may trail by only 2",
+        "v1.24.3",
+        ["v1.24.3"],
+        "v1.28.1",
+        ["v1.24.3", "v1.25.2", "v1.26.1", "v1.27.4", "v1.28.1"],
+        ["v1.25.2", "v1.26.1", "v1.27.4", "v1.28.1"],
+        ["v1.26.1", "v1.28.1"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_plan_cluster(case: Case) -> None:
-    plan = plan_cluster(cluster(case.cp, *case.workers), V(case.target), [V(v) for v in case.available])
+    plan = plan_cluster(
+        cluster(case.cp, *case.workers), V(case.target), [V(v) for v in case.available]
+    )
     if case.blocked:
         assert plan.blocked
         assert any(case.blocked in r for r in plan.reasons), plan.reasons
@@ -123,7 +279,9 @@ def test_plan_cluster(case: Case) -> None:
         ("v1.33.1", ["v1.34.1"], "v1.33.1", STD),
     ],
 )
-def test_downgrades_are_refused(cp: str, workers: list[str], target: str, available: list[str]) -> None:
+def test_downgrades_are_refused(
+    cp: str, workers: list[str], target: str, available: list[str]
+) -> None:
     with pytest.raises(DowngradeError, match="downgrades are not supported"):
         plan_cluster(cluster(cp, *workers), V(target), [V(v) for v in available])
 
@@ -137,25 +295,73 @@ def test_target_must_be_available() -> None:
 @pytest.mark.parametrize(
     ("cp", "workers", "cp_steps", "w_steps", "target", "expected"),
     [
-        ("v1.30.0", ["v1.30.0"], ["v1.32.0", "v1.33.1"], ["v1.33.1"], "v1.33.1",
-         "control plane cannot go from minor 30 to 32 in one step: it must visit every minor (1.30 -> 1.31 -> 1.32)"),
-        ("v1.30.0", ["v1.30.0"], ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"], ["v1.34.1"], "v1.34.1",
-         "workers cannot go from minor 30 (v1.30.0) to minor 34 (v1.34.1)"),
-        ("v1.32.0", ["v1.32.0"], ["v1.33.1", "v1.34.1"], ["v1.33.1"], "v1.34.1",
-         "worker plan must end at v1.34.1, ends at v1.33.1"),
-        ("v1.32.0", ["v1.32.0"], ["v1.33.1"], ["v1.33.1"], "v1.34.1",
-         "control plane plan must end at v1.34.1, ends at v1.33.1"),
-        ("v1.32.0", ["v1.32.0"], ["v1.33.1", "v1.32.0"], ["v1.33.1"], "v1.33.1",
-         "control plane cannot go from v1.33.1 to v1.32.0: downgrades are not supported"),
-        ("v1.32.0", ["v1.32.0"], ["v1.33.7"], ["v1.33.7"], "v1.33.7", "v1.33.7 is not in availableVersions"),
-        ("v1.32.0", ["v1.32.0"], ["v1.33.1"], ["v1.33.1", "v1.33.1"], "v1.33.1", "must be newer than v1.33.1"),
+        (
+            "v1.30.0",
+            ["v1.30.0"],
+            ["v1.32.0", "v1.33.1"],
+            ["v1.33.1"],
+            "v1.33.1",
+            "control plane cannot go from minor 30 to 32 in one step: it must visit every minor (1.30 -> 1.31 -> 1.32)",
+        ),
+        (
+            "v1.30.0",
+            ["v1.30.0"],
+            ["v1.31.1", "v1.32.0", "v1.33.1", "v1.34.1"],
+            ["v1.34.1"],
+            "v1.34.1",
+            "workers cannot go from minor 30 (v1.30.0) to minor 34 (v1.34.1)",
+        ),
+        (
+            "v1.32.0",
+            ["v1.32.0"],
+            ["v1.33.1", "v1.34.1"],
+            ["v1.33.1"],
+            "v1.34.1",
+            "worker plan must end at v1.34.1, ends at v1.33.1",
+        ),
+        (
+            "v1.32.0",
+            ["v1.32.0"],
+            ["v1.33.1"],
+            ["v1.33.1"],
+            "v1.34.1",
+            "control plane plan must end at v1.34.1, ends at v1.33.1",
+        ),
+        (
+            "v1.32.0",
+            ["v1.32.0"],
+            ["v1.33.1", "v1.32.0"],
+            ["v1.33.1"],
+            "v1.33.1",
+            "control plane cannot go from v1.33.1 to v1.32.0: downgrades are not supported",
+        ),
+        (
+            "v1.32.0",
+            ["v1.32.0"],
+            ["v1.33.7"],
+            ["v1.33.7"],
+            "v1.33.7",
+            "v1.33.7 is not in availableVersions",
+        ),
+        (
+            "v1.32.0",
+            ["v1.32.0"],
+            ["v1.33.1"],
+            ["v1.33.1", "v1.33.1"],
+            "v1.33.1",
+            "must be newer than v1.33.1",
+        ),
     ],
 )
 def test_validator_rejects_illegal_user_plans(
     cp: str, workers: list[str], cp_steps: list[str], w_steps: list[str], target: str, expected: str
 ) -> None:
     problems = validate_plan(
-        cluster(cp, *workers), V(target), [V(v) for v in cp_steps], [V(v) for v in w_steps], [V(v) for v in STD]
+        cluster(cp, *workers),
+        V(target),
+        [V(v) for v in cp_steps],
+        [V(v) for v in w_steps],
+        [V(v) for v in STD],
     )
     assert any(expected in p for p in problems), problems
 
@@ -171,7 +377,11 @@ def test_validator_reports_a_worker_step_ahead_of_the_control_plane() -> None:
     )
     assert problems == []
     problems = validate_plan(
-        cluster("v1.31.1", "v1.31.1"), V("v1.32.0"), [V("v1.32.0")], [V("v1.33.1")], [V(v) for v in STD]
+        cluster("v1.31.1", "v1.31.1"),
+        V("v1.32.0"),
+        [V("v1.32.0")],
+        [V("v1.33.1")],
+        [V(v) for v in STD],
     )
     assert "worker plan must end at v1.32.0, ends at v1.33.1" in problems
 
@@ -179,7 +389,12 @@ def test_validator_reports_a_worker_step_ahead_of_the_control_plane() -> None:
 def test_validator_accepts_every_plan_the_planner_makes_for_the_reference_fleet() -> None:
     c = cluster("v1.30.0", "v1.30.0", "v1.28.0")
     plan = plan_cluster(c, V("v1.35.2"), [V(v) for v in STD])
-    assert validate_plan(c, plan.target, plan.control_plane_steps, plan.worker_steps, [V(v) for v in STD]) == []
+    assert (
+        validate_plan(
+            c, plan.target, plan.control_plane_steps, plan.worker_steps, [V(v) for v in STD]
+        )
+        == []
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -202,19 +417,27 @@ def fleet_case(draw: st.DrawFn) -> tuple[Cluster, KubeVersion, list[KubeVersion]
     cp = draw(st.sampled_from(available[: max(1, len(available) // 2)]))
     lag = max_kubelet_lag(V(f"v1.{max(cp.minor - 3, 0)}.0"))
     pools = draw(
-        st.lists(st.integers(min_value=max(cp.minor - lag, low), max_value=cp.minor), min_size=0, max_size=3)
+        st.lists(
+            st.integers(min_value=max(cp.minor - lag, low), max_value=cp.minor),
+            min_size=0,
+            max_size=3,
+        )
     )
     workers = [V(f"v1.{m}.{draw(st.integers(0, 3))}") if m < cp.minor else cp for m in pools]
     target = draw(st.sampled_from([v for v in available if not v < cp]))
     c = Cluster(
         name="gen",
         control_plane=ControlPlaneState(cp, 1),
-        machine_deployments=tuple(MachineDeploymentState(f"md-{i}", w, 1) for i, w in enumerate(workers)),
+        machine_deployments=tuple(
+            MachineDeploymentState(f"md-{i}", w, 1) for i, w in enumerate(workers)
+        ),
     )
     return c, target, available
 
 
-def _states_are_legal(c: Cluster, plan_steps: list[tuple[str, KubeVersion, tuple[str, ...]]]) -> None:
+def _states_are_legal(
+    c: Cluster, plan_steps: list[tuple[str, KubeVersion, tuple[str, ...]]]
+) -> None:
     # An independent restatement of the policy, so the property does not trust skew.py.
     cp = c.control_plane.version
     pools = {md.name: md.version for md in c.machine_deployments}
@@ -228,12 +451,16 @@ def _states_are_legal(c: Cluster, plan_steps: list[tuple[str, KubeVersion, tuple
                 pools[n] = version
         for w in pools.values():
             assert w.minor <= cp.minor, f"kubelet {w} newer than apiserver {cp}"
-            assert cp.minor - w.minor <= (3 if w.minor >= 25 else 2), f"kubelet {w} too old for {cp}"
+            assert cp.minor - w.minor <= (3 if w.minor >= 25 else 2), (
+                f"kubelet {w} too old for {cp}"
+            )
 
 
 @settings(max_examples=400, deadline=None)
 @given(fleet_case())
-def test_every_intermediate_state_of_every_plan_is_legal(case: tuple[Cluster, KubeVersion, list[KubeVersion]]) -> None:
+def test_every_intermediate_state_of_every_plan_is_legal(
+    case: tuple[Cluster, KubeVersion, list[KubeVersion]],
+) -> None:
     c, target, available = case
     plan = plan_cluster(c, target, available)
     if plan.blocked:

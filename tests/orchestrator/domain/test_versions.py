@@ -22,7 +22,9 @@ def test_parse_round_trips(text: str, expected: str) -> None:
     assert str(V(text)) == expected
 
 
-@pytest.mark.parametrize("bad", ["1.31", "v1", "latest", "v1.31.x", "", "vv1.31.1", "v1.31.01", None, 131, "v1.31.1-"])
+@pytest.mark.parametrize(
+    "bad", ["1.31", "v1", "latest", "v1.31.x", "", "vv1.31.1", "v1.31.01", None, 131, "v1.31.1-"]
+)
 def test_parse_rejects_with_one_clear_message(bad: object) -> None:
     with pytest.raises(VersionError, match="invalid Kubernetes version"):
         KubeVersion.parse(bad)

@@ -116,7 +116,9 @@ def test_window_is_open(at: datetime, open_: bool) -> None:
 def test_window_over_midnight_and_next_opening() -> None:
     window = MaintenanceWindow(LabelSelector(), (4,), 22 * 60, 4 * 3600)  # Fri 22:00 for 4h
     assert window.is_open(datetime(2026, 12, 5, 1, 0, tzinfo=UTC))  # Saturday 01:00
-    assert window.next_opening(datetime(2026, 12, 2, 12, 0, tzinfo=UTC)) == datetime(2026, 12, 4, 22, 0, tzinfo=UTC)
+    assert window.next_opening(datetime(2026, 12, 2, 12, 0, tzinfo=UTC)) == datetime(
+        2026, 12, 4, 22, 0, tzinfo=UTC
+    )
     with pytest.raises(StrategyError, match="timezone-aware"):
         window.is_open(datetime(2026, 12, 5, 1, 0))
 
@@ -133,15 +135,30 @@ def test_example_strategy_file() -> None:
     ("doc", "message"),
     [
         ({"stages": []}, "strategy.stages: expected a non-empty list"),
-        ({"stages": [{"name": "a", "maxConcurrency": 0}]}, r"stages\[0\].maxConcurrency: must be an integer >= 1"),
+        (
+            {"stages": [{"name": "a", "maxConcurrency": 0}]},
+            r"stages\[0\].maxConcurrency: must be an integer >= 1",
+        ),
         ({"stages": [{"name": "a", "soak": "soon"}]}, "invalid duration 'soon'"),
         ({"stages": [{"name": "a"}, {"name": "a"}]}, "stage names must be unique"),
-        ({"stages": [{"name": "a"}], "maintenanceWindows": [{"days": ["Funday"], "start": "02:00", "duration": "1h"}]}, "unknown day 'Funday'"),
-        ({"stages": [{"name": "a"}], "maintenanceWindows": [{"start": "25:00", "duration": "1h"}]}, "expected HH:MM"),
+        (
+            {
+                "stages": [{"name": "a"}],
+                "maintenanceWindows": [{"days": ["Funday"], "start": "02:00", "duration": "1h"}],
+            },
+            "unknown day 'Funday'",
+        ),
+        (
+            {
+                "stages": [{"name": "a"}],
+                "maintenanceWindows": [{"start": "25:00", "duration": "1h"}],
+            },
+            "expected HH:MM",
+        ),
         ({"stages": [{"name": "a"}], "maxFailures": -1}, "maxFailures: must be an integer >= 0"),
         ({"stages": [{"name": "a"}], "speed": "fast"}, "unknown field"),
     ],
 )
-def test_bad_strategy(doc: dict, message: str) -> None:
+def test_bad_strategy(doc: dict[str, object], message: str) -> None:
     with pytest.raises(StrategyError, match=message):
         strategy_from_mapping(doc)

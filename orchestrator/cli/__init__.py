@@ -1,0 +1,1 @@
+"""The ``calibrator`` command line: thin, lazy imports, ``-o table|json|yaml`` everywhere."""

@@ -1,0 +1,175 @@
+"""``calibrator`` entry point: offline commands over a FleetSnapshot file.
+
+Commands import the pure packages lazily so ``calibrator --help`` stays fast, and every
+``InputError`` (or unreadable file) becomes one stderr line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+
+import typer
+
+from orchestrator.cli.output import Format, emit, fail
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.domain.snapshot import FleetSnapshot
+    from orchestrator.domain.versions import KubeVersion
+    from orchestrator.planning import CalibrationPlan
+
+app = typer.Typer(
+    name="calibrator",
+    help="Converge Kubernetes version drift across a Cluster API fleet.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SnapshotOpt = Annotated[
+    Path, typer.Option("--snapshot", "-s", help="FleetSnapshot YAML/JSON file.", show_default=False)
+]
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
+TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")]
+StrategyOpt = Annotated[
+    Path | None,
+    typer.Option("--strategy", help="CalibrationStrategy YAML (default: canary + one stage)."),
+]
+SelectorOpt = Annotated[
+    str | None, typer.Option("--selector", "-l", help="Only clusters matching this label selector.")
+]
+
+
+def input_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn InputError into the one-line, exit-2 contract of DESIGN.md."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from orchestrator.domain.errors import InputError
+
+        try:
+            return func(*args, **kwargs)
+        except InputError as err:
+            fail(str(err))
+
+    return wrapper
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        fail(f"{what} file {str(path)!r} does not exist")
+    except (OSError, UnicodeDecodeError) as err:
+        fail(f"cannot read {what} file {str(path)!r}: {err}")
+
+
+def _snapshot(path: Path) -> FleetSnapshot:
+    from orchestrator.domain.snapshot import load_snapshot
+
+    return load_snapshot(_read(path, "snapshot"))
+
+
+def _version(text: str) -> KubeVersion:
+    from orchestrator.domain.versions import KubeVersion
+
+    return KubeVersion.parse(text)
+
+
+def _plan(
+    snapshot_path: Path, target: str, strategy: Path | None, selector: str | None
+) -> CalibrationPlan:
+    from orchestrator.domain.selectors import parse_selector_string
+    from orchestrator.domain.waves import DEFAULT_STRATEGY, load_strategy
+    from orchestrator.planning import plan_calibration
+
+    version = _version(target)
+    snap = _snapshot(snapshot_path)
+    strat = DEFAULT_STRATEGY if strategy is None else load_strategy(_read(strategy, "strategy"))
+    sel = parse_selector_string(selector) if selector else None
+    return plan_calibration(snap, version, strat, sel)
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+@app.command()
+@input_errors
+def drift(
+    snapshot: SnapshotOpt,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Target version.")] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Show how far each cluster is from the target and the newest version."""
+    from orchestrator.cli import render
+    from orchestrator.domain.drift import drift_report
+
+    version = _version(target) if target else None
+    snap = _snapshot(snapshot)
+    report = drift_report(snap, version, _today())
+    emit(render.drift_json(report), output, lambda con: render.drift_table(con, report))
+
+
+@app.command()
+@input_errors
+def plan(
+    snapshot: SnapshotOpt,
+    target: TargetOpt,
+    strategy: StrategyOpt = None,
+    selector: SelectorOpt = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Plan the upgrade steps per cluster and the rollout waves to reach the target."""
+    from orchestrator.cli import render
+    from orchestrator.planning import plan_to_json
+
+    result = _plan(snapshot, target, strategy, selector)
+    emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
+
+
+@app.command()
+@input_errors
+def check(
+    snapshot: SnapshotOpt,
+    target: TargetOpt,
+    selector: SelectorOpt = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """List workloads whose APIs a planned version no longer serves."""
+    from orchestrator.cli import render
+    from orchestrator.planning import findings_to_json
+
+    result = _plan(snapshot, target, None, selector)
+    emit(findings_to_json(result), output, lambda con: render.check_table(con, result))
+
+
+@app.command()
+@input_errors
+def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
+    """Place every workload on the fleet and explain each rejected cluster."""
+    from orchestrator.cli import render
+    from orchestrator.placement import place as run_placement
+    from orchestrator.placement import placement_to_json
+
+    snap = _snapshot(snapshot)
+    result = run_placement(snap)
+    doc = placement_to_json(result)
+
+    def table(con: Console) -> None:
+        render.place_table(con, doc)
+
+    emit(doc, output, table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,60 @@
+"""Cross-cluster placement (pure): a Karmada-style scheduler framework for FleetSnapshots.
+
+``place(snapshot)`` filters, scores and divides replicas for every workload and explains every
+rejected cluster; ``find_new_home`` answers the planner's "can this workload leave that cluster?".
+Plugins live one per file in ``plugins/``; ``framework`` holds their contracts.
+
+Semantics worth knowing before reading a decision:
+
+* Workloads are placed in ``namespace/name`` order, each consuming free capacity, so a batch never
+  overcommits. Replicas assumed to run already where the workload stays are credited (a full copy
+  per current cluster for Duplicated, an even share rounded down for divided workloads: the
+  snapshot has no per-cluster replica counts). Capacity a leaving workload frees is not reused in
+  the same run: the old copy runs until the new one is up.
+* Ordered fallback affinities: the first term whose whole schedule succeeds (filters *and*
+  division) wins, as in Karmada; ``WorkloadDecision.affinity`` names it.
+* ``reasons`` lists every cluster that was rejected, with every reason (not only the first
+  failing plugin), computed lazily with the capacity the workload saw. Feasible clusters that were
+  merely not selected (``maxClusters``, weight 0) are not listed; neither is a chosen cluster.
+* ``evicted`` = current clusters not in the new placement, whatever the cause.
+* Scores: TaintToleration (PreferNoSchedule) x1, ClusterLocality x2, ResourceBalance x1; ties
+  break by cluster name. Locality outweighs any balance gain: a feasible current cluster is kept.
+"""
+
+from orchestrator.placement.context import PlacementContext
+from orchestrator.placement.framework import (
+    FITS,
+    FilterPlugin,
+    FilterResult,
+    Registry,
+    ScorePlugin,
+    unfit,
+)
+from orchestrator.placement.plugins import DEFAULT_REGISTRY
+from orchestrator.placement.scheduler import (
+    EXCLUDED,
+    ClusterReplicas,
+    PlacementResult,
+    WorkloadDecision,
+    find_new_home,
+    place,
+    placement_to_json,
+)
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "EXCLUDED",
+    "FITS",
+    "ClusterReplicas",
+    "FilterPlugin",
+    "FilterResult",
+    "PlacementContext",
+    "PlacementResult",
+    "Registry",
+    "ScorePlugin",
+    "WorkloadDecision",
+    "find_new_home",
+    "place",
+    "placement_to_json",
+    "unfit",
+]

@@ -1,0 +1,258 @@
+"""Scheduler framework contracts, in the style of Karmada's (and kube-scheduler's) plugins.
+
+A *filter* plugin says whether a cluster can take a workload and, when not, why, in words an
+operator can act on. A *score* plugin ranks the feasible clusters 0..100; the scheduler adds the
+scores times each plugin's weight. Plugins are stateless; everything they read comes from the
+workload, the cluster and the ``PlacementContext``.
+
+Speed comes from *declared facts*. A plugin lists which cluster facts (labels, taints, version, ...)
+and which workload facts (tolerations, apis, ...) its answer depends on. Clusters that agree on
+those facts form one equivalence class, and workloads that agree on theirs share one cache entry,
+so a fleet of 1,000 clusters and 10,000 workloads costs a few hundred plugin calls per plugin, not
+ten million. Two facts get special treatment because they are per-cluster by nature:
+
+* ``"current"`` (workload): the answer may differ on the clusters where the workload runs now
+  (``placement.clusters``); the scheduler asks again, exactly, for those. Everywhere else the
+  answer must equal the one for the same workload with no current placement.
+* ``"name"`` (cluster): the answer may depend on the cluster's name. Plugins that refer to only a
+  few names (an affinity listing clusterNames) implement ``NamedClusters`` so that the remaining
+  clusters still group by their other facts.
+
+``"capacity"`` marks a *dynamic* plugin: free capacity changes while a batch is placed, so these
+are never cached and are evaluated exactly on every cluster they are asked about. They may
+implement the batch methods below (one list comprehension instead of one call per cluster), and a
+dynamic score may implement ``BoundedScore`` so that a workload needing only its ``maxClusters``
+best clusters does not have to score every feasible one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from orchestrator.domain.snapshot import Cluster, Workload
+from orchestrator.placement.context import PlacementContext
+
+ClusterFact = Literal["name", "labels", "taints", "version", "region", "network", "capacity"]
+WorkloadFact = Literal[
+    "apis", "affinity", "tolerations", "current", "requests", "replicas", "division", "latency"
+]
+
+MAX_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Fits, or does not fit for the given human-readable reasons (Karmada's FitError entries)."""
+
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        """No reason against the cluster."""
+        return not self.reasons
+
+
+FITS = FilterResult()
+
+
+def unfit(*reasons: str) -> FilterResult:
+    """A rejection; every reason should tell the operator what to change."""
+    return FilterResult(tuple(reasons))
+
+
+class Plugin(Protocol):
+    """What every plugin declares: a unique name and the facts its answers depend on."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102
+
+    @property
+    def cluster_facts(self) -> frozenset[ClusterFact]: ...  # noqa: D102
+
+    @property
+    def workload_facts(self) -> frozenset[WorkloadFact]: ...  # noqa: D102
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    """Decides feasibility of one (workload, cluster) pair."""
+
+    def filter(  # noqa: D102
+        self, ctx: PlacementContext, workload: Workload, cluster: Cluster
+    ) -> FilterResult: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    """Ranks a feasible cluster for a workload, 0..100; ``weight`` scales it in the total."""
+
+    @property
+    def weight(self) -> int: ...  # noqa: D102
+
+    def score(  # noqa: D102
+        self, ctx: PlacementContext, workload: Workload, cluster: Cluster
+    ) -> int: ...
+
+
+@runtime_checkable
+class NamedClusters(Protocol):
+    """For plugins with the ``"name"`` fact that care about a few names only."""
+
+    def named_clusters(self, workload: Workload) -> Collection[str]:
+        """Names whose answer may differ from their class's; must follow from the workload facts."""
+        ...
+
+    def only_named(self, workload: Workload) -> bool:
+        """True when every cluster *not* named gets one and the same answer (a pinned list)."""
+        ...
+
+
+@runtime_checkable
+class WorkloadKeyed(Protocol):
+    """For plugins that can name a finer workload key than their declared facts give."""
+
+    def workload_key(self, workload: Workload) -> Hashable:
+        """Two workloads with equal keys get equal answers on every cluster."""
+        ...
+
+
+@runtime_checkable
+class BatchFilter(Protocol):
+    """Fast path for dynamic filters: keep the cluster indices (into ``ctx.clusters``) that fit."""
+
+    def filter_batch(
+        self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
+    ) -> list[int]:
+        """Same answers as ``filter`` on each index, in the given order."""
+        ...
+
+
+@runtime_checkable
+class BatchScore(Protocol):
+    """Fast path for dynamic scores: one score per given cluster index."""
+
+    def score_batch(
+        self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
+    ) -> list[int]:
+        """Same answers as ``score`` on each index, in the given order."""
+        ...
+
+
+@runtime_checkable
+class BoundedScore(Protocol):
+    """For dynamic scores: a cap on a cluster's score, so most clusters need no exact score.
+
+    The scheduler keeps the clusters of each *bound class* ordered by ``upper_bound`` and, when a
+    workload needs only its ``maxClusters`` best clusters, stops reading a class once no cluster
+    left in it can beat the best found so far (a threshold algorithm): a workload that picks 3 of
+    400 feasible clusters scores a few dozen, not 400.
+    """
+
+    def bound_class(self, ctx: PlacementContext, i: int) -> Hashable:
+        """Clusters in one class share ``discount``; keep the number of classes small."""
+        ...
+
+    def upper_bound(self, ctx: PlacementContext, i: int) -> int:
+        """At least ``score`` of cluster ``i`` for any workload, at the current free capacity."""
+        ...
+
+    def discounts(
+        self, ctx: PlacementContext, workload: Workload, classes: Sequence[Hashable]
+    ) -> list[float]:
+        """Per class: how far below ``upper_bound`` the workload's score stays in it.
+
+        Only clusters outside the workload's current placement are ranked by the bound.
+        """
+        ...
+
+
+def is_dynamic(plugin: Plugin) -> bool:
+    """Reads free capacity, which changes while a batch is placed, so it is never cached."""
+    return "capacity" in plugin.cluster_facts
+
+
+def depends_on_term(plugin: Plugin) -> bool:
+    """Answers change with the affinity term being tried (ordered fallback affinities)."""
+    return "affinity" in plugin.workload_facts
+
+
+def _division(workload: Workload) -> Hashable:
+    return (workload.placement.replica_scheduling, workload.placement.max_clusters)
+
+
+WORKLOAD_FACTS: Mapping[WorkloadFact, Callable[[Workload], Hashable]] = {
+    "apis": lambda w: w.apis,
+    "affinity": lambda w: w.placement.affinities,
+    "tolerations": lambda w: w.placement.tolerations,
+    "current": lambda w: w.placement.clusters,
+    "requests": lambda w: w.requests,
+    "replicas": lambda w: w.replicas,
+    "division": _division,
+    "latency": lambda w: w.placement.max_latency,
+}
+
+
+def _labels(cluster: Cluster) -> Hashable:
+    return tuple(sorted(cluster.labels.items()))
+
+
+CLUSTER_FACTS: Mapping[ClusterFact, Callable[[Cluster], Hashable]] = {
+    "name": lambda c: c.name,
+    "labels": _labels,
+    "taints": lambda c: c.taints,
+    "version": lambda c: c.control_plane.version,
+    "region": lambda c: c.region,
+    "network": lambda c: c.name,
+    "capacity": lambda c: c.name,
+}
+
+
+class Registry(Mapping[str, Plugin]):
+    """Plugins by name, in the order they run; a plugin may be a filter, a scorer or both."""
+
+    __slots__ = ("_plugins",)
+
+    def __init__(self, plugins: Sequence[Plugin]) -> None:
+        names = [p.name for p in plugins]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate plugin name(s): {', '.join(duplicates)}")
+        for plugin in plugins:
+            if not isinstance(plugin, FilterPlugin | ScorePlugin):
+                raise TypeError(f"plugin {plugin.name!r} has neither filter() nor score()")
+        self._plugins: dict[str, Plugin] = {p.name: p for p in plugins}
+
+    def __getitem__(self, name: str) -> Plugin:
+        return self._plugins[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plugins)
+
+    def __len__(self) -> int:
+        return len(self._plugins)
+
+    @property
+    def filters(self) -> tuple[FilterPlugin, ...]:
+        """Filter plugins in registration order."""
+        return tuple(p for p in self._plugins.values() if isinstance(p, FilterPlugin))
+
+    @property
+    def scorers(self) -> tuple[ScorePlugin, ...]:
+        """Score plugins in registration order."""
+        return tuple(p for p in self._plugins.values() if isinstance(p, ScorePlugin))
+
+    def with_plugins(self, *plugins: Plugin) -> Registry:
+        """A copy with ``plugins`` added, replacing same-named ones in place."""
+        merged = dict(self._plugins)
+        for plugin in plugins:
+            merged[plugin.name] = plugin
+        return Registry(list(merged.values()))
+
+    def without(self, *names: str) -> Registry:
+        """A copy without the named plugins (unknown names are an error, to catch typos)."""
+        unknown = sorted(set(names) - set(self._plugins))
+        if unknown:
+            raise KeyError(f"unknown plugin(s): {', '.join(unknown)}")
+        return Registry([p for n, p in self._plugins.items() if n not in names])

@@ -1,0 +1,38 @@
+"""NetworkLatency: keep a workload within a round-trip budget of a cluster or a region.
+
+RTTs come from ``snapshot.network``. A cluster is 0 ms from itself and from its own region; the RTT
+to another region is the best measured RTT to any of its clusters. A link that was never measured
+fails the constraint: placing a latency-sensitive workload on a guess is worse than not placing it.
+"""
+
+from __future__ import annotations
+
+from orchestrator.domain.snapshot import Cluster, Workload
+from orchestrator.placement.context import PlacementContext
+from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
+
+
+class NetworkLatency:
+    """Reject clusters farther than ``maxLatency.rttMs`` from the named cluster or region."""
+
+    name = "NetworkLatency"
+    cluster_facts: frozenset[ClusterFact] = frozenset({"network", "region"})
+    workload_facts: frozenset[WorkloadFact] = frozenset({"latency"})
+
+    def filter(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> FilterResult:
+        """Compare the measured RTT with the budget."""
+        limit = workload.placement.max_latency
+        if limit is None:
+            return FITS
+        if limit.to_cluster is not None:
+            target = f"cluster {limit.to_cluster}"
+            rtt = ctx.rtt(cluster.name, limit.to_cluster)
+        else:
+            region = limit.to_region or ""
+            target = f"region {region}"
+            rtt = ctx.rtt_to_region(cluster, region)
+        if rtt is None:
+            return unfit(f"no RTT measured to {target}")
+        if rtt > limit.max_rtt_ms:
+            return unfit(f"RTT {rtt:g}ms to {target} exceeds {limit.max_rtt_ms:g}ms")
+        return FITS

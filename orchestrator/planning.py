@@ -1,0 +1,193 @@
+"""Calibration planning (pure): per-cluster plans + compatibility + placement + waves.
+
+This is the one place where the domain planner meets the placement engine: a step that would
+break a workload is fine when placement can move the workload to a cluster that still serves its
+APIs *after* the calibration (every planned cluster at its final version), and blocks the cluster
+otherwise. The CLI's ``plan`` and the workflow's plan activity both call ``plan_calibration``, so
+what an operator previews is exactly what the workflow runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from orchestrator.domain.compatibility import Finding, check_fleet
+from orchestrator.domain.durations import format_duration
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.selectors import LabelSelector
+from orchestrator.domain.snapshot import (
+    Cluster,
+    ControlPlaneState,
+    FleetSnapshot,
+    MachineDeploymentState,
+    replace_cluster,
+)
+from orchestrator.domain.upgradeplan import ClusterPlan, check_target, plan_cluster
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import DEFAULT_STRATEGY, Rollout, Strategy, build_rollout
+from orchestrator.placement import find_new_home
+
+
+@dataclass(frozen=True, slots=True)
+class FindingVerdict:
+    """A compatibility finding and what the calibration does about it."""
+
+    finding: Finding
+    action: str  # "block" | "move" | "none" (already broken before the upgrade)
+    destination: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationPlan:
+    """The whole preview: plans per cluster, findings with verdicts, and the rollout."""
+
+    target: KubeVersion
+    clusters: tuple[ClusterPlan, ...]
+    findings: tuple[FindingVerdict, ...]
+    rollout: Rollout
+
+    def plan_for(self, name: str) -> ClusterPlan:
+        """The plan of one cluster (InputError for an unknown name)."""
+        for plan in self.clusters:
+            if plan.cluster == name:
+                return plan
+        raise InputError(f"cluster {name!r} is not part of this calibration")
+
+
+def select_clusters(snapshot: FleetSnapshot, selector: LabelSelector | None) -> tuple[Cluster, ...]:
+    """Clusters the calibration covers; an empty selection is bad input, not an empty run."""
+    if selector is None or selector.is_empty():
+        return snapshot.clusters
+    chosen = tuple(c for c in snapshot.clusters if selector.matches(c.labels))
+    if not chosen:
+        raise InputError(f"selector {selector.describe()} matches no cluster")
+    return chosen
+
+
+def at_version(cluster: Cluster, version: KubeVersion) -> Cluster:
+    """The cluster with control plane and every pool at ``version`` (a planned end state)."""
+    return replace(
+        cluster,
+        control_plane=ControlPlaneState(version, cluster.control_plane.replicas),
+        machine_deployments=tuple(
+            MachineDeploymentState(md.name, version, md.replicas)
+            for md in cluster.machine_deployments
+        ),
+    )
+
+
+def plan_calibration(
+    snapshot: FleetSnapshot,
+    target: KubeVersion,
+    strategy: Strategy = DEFAULT_STRATEGY,
+    selector: LabelSelector | None = None,
+) -> CalibrationPlan:
+    """Plan a calibration of the selected clusters to ``target``."""
+    check_target(target, snapshot.available_versions)
+    clusters = select_clusters(snapshot, selector)
+    plans = {c.name: plan_cluster(c, target, snapshot.available_versions) for c in clusters}
+    planned = {name: p.control_plane_steps for name, p in plans.items() if not p.blocked}
+    end_state = replace_cluster(
+        snapshot,
+        [
+            at_version(c, target)
+            for c in clusters
+            if c.name in planned and plans[c.name].needs_upgrade
+        ],
+    )
+    by_key = {w.key: w for w in snapshot.workloads}
+    verdicts: list[FindingVerdict] = []
+    blocks: dict[str, list[str]] = {}
+    for finding in check_fleet(snapshot, {n: planned.get(n, ()) for n in plans}):
+        if finding.cluster not in plans:
+            continue
+        if finding.already_broken or not plans[finding.cluster].needs_upgrade:
+            verdicts.append(FindingVerdict(finding, "none"))
+            continue
+        home = find_new_home(end_state, by_key[finding.workload], finding.cluster)
+        if home is None:
+            verdicts.append(FindingVerdict(finding, "block"))
+            blocks.setdefault(finding.cluster, []).append(
+                f"step to {finding.version} would break {finding.describe()}, and placement "
+                "cannot move it to another cluster"
+            )
+        else:
+            verdicts.append(FindingVerdict(finding, "move", home))
+    final = tuple(
+        plans[c.name].with_block(blocks[c.name]) if c.name in blocks else plans[c.name]
+        for c in clusters
+    )
+    runnable = [
+        c for c, p in zip(clusters, final, strict=True) if p.needs_upgrade and not p.blocked
+    ]
+    return CalibrationPlan(target, final, tuple(verdicts), build_rollout(runnable, strategy))
+
+
+def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
+    """The ``calibrator plan -o json`` document (DESIGN.md contract plus additive fields)."""
+    stage_of = {name: stage.name for stage in plan.rollout.stages for name in stage.clusters}
+    clusters: list[dict[str, object]] = []
+    for p in plan.clusters:
+        window = plan.rollout.windows.get(p.cluster)
+        clusters.append(
+            {
+                "name": p.cluster,
+                "controlPlane": {
+                    "from": str(p.control_plane_from),
+                    "steps": [str(v) for v in p.control_plane_steps],
+                },
+                "workers": {
+                    "from": None if p.workers_from is None else str(p.workers_from),
+                    "steps": [str(v) for v in p.worker_steps],
+                },
+                "blocked": p.blocked,
+                "reasons": list(p.reasons),
+                "order": [
+                    {
+                        "component": s.component,
+                        "version": str(s.version),
+                        "machineDeployments": list(s.pools),
+                    }
+                    for s in p.steps
+                ],
+                "stage": stage_of.get(p.cluster),
+                "maintenanceWindow": None if window is None else window.describe(),
+            }
+        )
+    return {
+        "target": str(plan.target),
+        "clusters": clusters,
+        "waves": plan.rollout.waves(),
+        "stages": [
+            {
+                "name": s.name,
+                "groups": [{"name": g.name, "waves": [list(w) for w in g.waves]} for g in s.groups],
+                "maxConcurrency": s.max_concurrency,
+                "soak": format_duration(s.soak_seconds),
+                "approval": s.approval,
+            }
+            for s in plan.rollout.stages
+        ],
+        "unassigned": list(plan.rollout.unassigned),
+    }
+
+
+def findings_to_json(plan: CalibrationPlan) -> dict[str, object]:
+    """The ``calibrator check -o json`` document."""
+    return {
+        "target": str(plan.target),
+        "findings": [
+            {
+                "cluster": v.finding.cluster,
+                "workload": v.finding.workload,
+                "api": v.finding.api,
+                "removedIn": v.finding.removed_in,
+                "replacement": v.finding.replacement,
+                "version": str(v.finding.version),
+                "alreadyBroken": v.finding.already_broken,
+                "action": v.action,
+                "destination": v.destination,
+            }
+            for v in plan.findings
+        ],
+    }

@@ -1,0 +1,209 @@
+"""The CLI contract of DESIGN.md: JSON shapes, formats, and one-line exit-2 errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from orchestrator.cli.main import app
+
+ROOT = Path(__file__).parents[3]
+FLEET = str(ROOT / "examples" / "fleet.yaml")
+STRATEGY = str(ROOT / "examples" / "strategy.yaml")
+runner = CliRunner()
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.stderr or result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_plan_json_shape() -> None:
+    doc = run_json("plan", "--snapshot", FLEET, "--target", "v1.35.0")
+    assert doc["target"] == "v1.35.0"
+    assert {"target", "clusters", "waves"} <= set(doc)
+    for cluster in doc["clusters"]:
+        assert {"name", "controlPlane", "workers", "blocked", "reasons"} <= set(cluster)
+        assert set(cluster["controlPlane"]) == {"from", "steps"}
+        assert set(cluster["workers"]) == {"from", "steps"}
+        assert isinstance(cluster["blocked"], bool)
+    by_name = {c["name"]: c for c in doc["clusters"]}
+    assert by_name["prod-ap-1"]["controlPlane"]["steps"] == ["v1.35.0"]
+    assert by_name["prod-ap-1"]["workers"] == {"from": "v1.31.13", "steps": ["v1.34.2", "v1.35.0"]}
+    assert by_name["dev-us-1"]["controlPlane"] == {
+        "from": "v1.31.4",
+        "steps": ["v1.32.9", "v1.33.5", "v1.34.2", "v1.35.0"],
+    }
+    assert by_name["dev-us-1"]["workers"]["steps"] == ["v1.34.2", "v1.35.0"]
+    assert by_name["dev-eu-1"]["controlPlane"]["steps"] == [] and not by_name["dev-eu-1"]["blocked"]
+    assert by_name["dev-us-2"]["blocked"]
+    assert any("4 minors behind" in r for r in by_name["dev-us-2"]["reasons"])
+    assert by_name["dev-eu-2"]["blocked"]
+    assert any(
+        "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema" in r
+        for r in by_name["dev-eu-2"]["reasons"]
+    )
+    assert doc["waves"][0] == ["staging-eu-1"]
+    waved = [n for w in doc["waves"] for n in w]
+    assert "dev-eu-2" not in waved and "dev-eu-1" not in waved
+    assert len(waved) == len(set(waved))
+
+
+def test_plan_with_strategy_and_selector() -> None:
+    doc = run_json(
+        "plan",
+        "-s",
+        FLEET,
+        "-t",
+        "v1.35.0",
+        "--strategy",
+        STRATEGY,
+        "--selector",
+        "env in (staging,dev)",
+    )
+    names = {c["name"] for c in doc["clusters"]}
+    assert all(n.startswith(("staging", "dev")) for n in names)
+    assert [s["name"] for s in doc["stages"]][:2] == ["canary", "dev"]
+    assert doc["stages"][0]["groups"][0]["waves"] == [["staging-eu-1"]]
+
+
+def test_check_json_shape() -> None:
+    doc = run_json("check", "--snapshot", FLEET, "--target", "v1.35.0")
+    assert doc["findings"], "the example fleet uses removed APIs"
+    for f in doc["findings"]:
+        assert {"cluster", "workload", "api", "removedIn", "replacement"} <= set(f)
+    apis = {(f["cluster"], f["api"], f["removedIn"]) for f in doc["findings"]}
+    assert ("dev-eu-2", "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema", "1.32") in apis
+    assert ("staging-us-1", "resource.k8s.io/v1alpha3/ResourceClaim", "1.34") in apis
+    assert ("prod-ap-1", "storage.k8s.io/v1alpha1/VolumeAttributesClass", "1.35") in apis
+
+
+def test_place_json_shape() -> None:
+    doc = run_json("place", "--snapshot", FLEET)
+    assert len(doc["decisions"]) == 9
+    for d in doc["decisions"]:
+        assert {"workload", "clusters", "unschedulable", "reasons"} <= set(d)
+        for c in d["clusters"]:
+            assert set(c) >= {"name", "replicas"} and isinstance(c["replicas"], int)
+        for cluster, reasons in d["reasons"].items():
+            assert isinstance(cluster, str) and all(isinstance(r, str) for r in reasons)
+
+
+def test_drift_json_shape() -> None:
+    doc = run_json("drift", "--snapshot", FLEET, "--target", "v1.35.0")
+    assert doc["target"] == "v1.35.0" and doc["newest"] == "v1.35.0"
+    row = {c["name"]: c for c in doc["clusters"]}["prod-ap-1"]
+    assert row["workerLag"] == 3 and row["minorsBehindTarget"] == 1
+    assert set(doc["summary"]) == {"current", "behind", "ahead", "skewed", "end-of-life"}
+
+
+@pytest.mark.parametrize("command", ["drift", "plan", "check", "place"])
+def test_yaml_and_table_outputs(command: str) -> None:
+    args = [command, "--snapshot", FLEET] + (
+        ["--target", "v1.35.0"] if command in ("plan", "check") else []
+    )
+    as_yaml = runner.invoke(app, [*args, "-o", "yaml"])
+    assert as_yaml.exit_code == 0
+    assert isinstance(yaml.safe_load(as_yaml.stdout), dict)
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0
+    assert "prod-" in table.stdout or "payments/billing" in table.stdout
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "snap.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+BASE = Path(FLEET).read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "snapshot_text", "message"),
+    [
+        (["plan", "-t", "1.35"], None, "invalid Kubernetes version '1.35'"),
+        (["plan", "-t", "v1.34.2"], None, "downgrades are not supported"),
+        (["plan", "-t", "v1.36.0"], None, "target v1.36.0 is not in availableVersions"),
+        (["check", "-t", "banana"], None, "invalid Kubernetes version 'banana'"),
+        (["drift", "-t", "v1.x"], None, "invalid Kubernetes version 'v1.x'"),
+        (
+            ["plan", "-t", "v1.35.0"],
+            "clusters: [\n  {name: a\n",
+            "snapshot is not valid YAML at line",
+        ),
+        (
+            ["plan", "-t", "v1.35.0"],
+            BASE.replace("  controlPlane: {version: v1.33.5, replicas: 3}\n", "", 1),
+            "clusters[0]: missing required field 'controlPlane'",
+        ),
+        (
+            ["drift"],
+            BASE.replace("v1.34.2, replicas: 3}", "v1.34.two, replicas: 3}", 1),
+            "clusters[1].controlPlane.version: invalid Kubernetes version 'v1.34.two'",
+        ),
+        (
+            ["place"],
+            BASE.replace("clusters: [prod-eu-1, prod-us-1]", "clusters: [prod-eu-9]", 1),
+            "unknown cluster 'prod-eu-9'",
+        ),
+        (["plan", "-t", "v1.35.0", "-l", "env in prod"], None, "invalid label selector"),
+        (["plan", "-t", "v1.35.0", "-l", "env=qa"], None, "selector env=qa matches no cluster"),
+        (
+            ["plan", "-t", "v1.35.0", "--strategy", "/nonexistent.yaml"],
+            None,
+            "strategy file '/nonexistent.yaml' does not exist",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    tmp_path: Path, args: list[str], snapshot_text: str | None, message: str
+) -> None:
+    snap = FLEET if snapshot_text is None else _write(tmp_path, snapshot_text)
+    result = runner.invoke(app, [args[0], "--snapshot", snap, *args[1:]])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert message in lines[0]
+    assert result.stdout == ""
+
+
+def test_missing_snapshot_file() -> None:
+    result = runner.invoke(app, ["drift", "--snapshot", "/no/such/file.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: snapshot file '/no/such/file.yaml' does not exist"
+
+
+def test_console_script_errors_have_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from orchestrator.cli.main import main; main()",
+            "plan",
+            "-s",
+            FLEET,
+            "-t",
+            "v1.3",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip()
+        == "error: invalid Kubernetes version 'v1.3': expected a string like v1.31.1"
+    )
