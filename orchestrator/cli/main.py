@@ -31,6 +31,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _register_subcommands() -> None:
+    from orchestrator.cli.env import env_app
+
+    app.add_typer(env_app, name="env")
+
+
+_register_subcommands()
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -1,0 +1,97 @@
+"""``calibrator env up|down|status``: the local management plane (see orchestrator.localplane)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.cli.output import Format, emit, fail
+
+env_app = typer.Typer(
+    help="Local management plane: etcd, kube-apiserver and real CAPI controllers."
+)
+
+StateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="State directory (default: $CALIBRATOR_STATE_DIR or ~/.local/state/...).",
+    ),
+]
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
+
+
+def _plane(state_dir: Path | None):  # type: ignore[no-untyped-def]
+    from orchestrator.localplane.plane import LocalPlane
+
+    return LocalPlane(state_dir)
+
+
+def _status_table(con: Console, doc: dict[str, object]) -> None:
+    table = Table(title=f"Local management plane ({doc['stateDir']})")
+    for col in ("Component", "PID", "Running", "Healthy", "Endpoint"):
+        table.add_column(col)
+    comps = doc["components"]
+    assert isinstance(comps, list)
+    for c in comps:
+        table.add_row(
+            c["name"],
+            str(c["pid"]),
+            "yes" if c["running"] else "[red]no[/]",
+            "yes" if c["healthy"] else "[red]no[/]",
+            c["endpoint"],
+        )
+    con.print(table)
+    if not comps:
+        con.print("not running (calibrator env up starts it)")
+    con.print(f"kubeconfig: {doc['kubeconfig']}")
+
+
+@env_app.command()
+def up(
+    state_dir: StateOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every component.")] = 300.0,
+    ttl: Annotated[
+        int | None, typer.Option(help="Stop the plane by itself after this many seconds.")
+    ] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Start the plane (idempotent; repairs a plane whose component crashed)."""
+    from orchestrator.localplane.processes import PlaneError
+
+    plane = _plane(state_dir)
+    con = Console(stderr=True)
+    try:
+        with con.status("starting local management plane") as live:
+            status = plane.up(timeout=timeout, ttl_seconds=ttl, progress=live.update)
+    except PlaneError as err:
+        fail(str(err).splitlines()[0] + f" (logs in {plane.logs})", code=1)
+    doc = status.to_json()
+    emit(doc, output, lambda c: _status_table(c, doc))
+
+
+@env_app.command()
+def down(
+    state_dir: StateOpt = None,
+    purge: Annotated[
+        bool, typer.Option(help="Also delete the state directory (etcd data, certs).")
+    ] = False,
+) -> None:
+    """Stop exactly the processes ``up`` started."""
+    stopped = _plane(state_dir).down(purge=purge)
+    sys.stdout.write(f"stopped: {', '.join(stopped) or 'nothing was running'}\n")
+
+
+@env_app.command()
+def status(state_dir: StateOpt = None, output: OutputOpt = Format.table) -> None:
+    """Report every component; exit code 1 when any is unhealthy."""
+    st = _plane(state_dir).status()
+    doc = st.to_json()
+    emit(doc, output, lambda c: _status_table(c, doc))
+    if not st.healthy:
+        raise typer.Exit(1)

@@ -1,0 +1,1 @@
+"""Adapters to Kubernetes and Cluster API: the only package that imports ``kubernetes``."""

@@ -1,0 +1,145 @@
+"""Real CAPI rollouts on the local plane: clusters from our ClusterClass reach Available, and a
+one-minor upgrade replaces every machine, for a managed topology and for a plain KCP + MD cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from orchestrator.kube import capi
+from orchestrator.kube.client import apply_all
+from orchestrator.kube.templates import cluster_class_objects, cluster_objects
+from tests.integration.helpers import (
+    fully_at_version,
+    get,
+    kube_proxy_image,
+    machines,
+    patch,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+NS = "calibrator-it"
+TOPOLOGY = {"it-a": "v1.32.0", "it-b": "v1.33.0", "it-c": "v1.34.0"}
+PLAIN = ("it-kcp", "v1.33.0")
+CREATE_TIMEOUT = 300
+UPGRADE_TIMEOUT = 420
+
+
+@pytest.fixture(scope="module")
+def fleet(dyn: DynamicClient) -> Iterator[dict[str, str]]:
+    namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
+    namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    apply_all(dyn, cluster_class_objects(NS))
+    for name, version in TOPOLOGY.items():
+        apply_all(
+            dyn,
+            cluster_objects(name, NS, version, labels={"env": "it", "calibrator.dev/test": name}),
+        )
+    apply_all(dyn, cluster_objects(PLAIN[0], NS, PLAIN[1], topology=False, labels={"env": "it"}))
+    yield {**TOPOLOGY, PLAIN[0]: PLAIN[1]}
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+    for name in [*TOPOLOGY, PLAIN[0]]:
+        clusters.delete(name=name, namespace=NS)
+    wait_for("clusters deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 240)
+
+
+def test_clusters_from_the_clusterclass_become_available(
+    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
+) -> None:
+    began = time.monotonic()
+    for name, version in fleet.items():
+        summary = wait_for(
+            f"{name} Available at {version}",
+            functools.partial(fully_at_version, dyn, mgmt, NS, name, version, 2),
+            CREATE_TIMEOUT,
+        )
+        assert len(summary["nodes"]) == 2
+        assert kube_proxy_image(mgmt, NS, name).endswith(f":{version}")
+    cluster = get(dyn, capi.CLUSTER, NS, "it-a")
+    assert cluster["spec"]["topology"]["version"] == "v1.32.0"
+    assert cluster["metadata"]["labels"]["env"] == "it"
+    print(f"4 clusters Available after {time.monotonic() - began:.0f}s")
+
+
+def _names(ms: list[dict[str, Any]]) -> frozenset[str]:
+    return frozenset(m["metadata"]["name"] for m in ms)
+
+
+def test_managed_topology_upgrade_by_one_minor_replaces_every_machine(
+    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
+) -> None:
+    name, target = "it-b", "v1.34.0"
+    wait_for(
+        "it-b ready", lambda: fully_at_version(dyn, mgmt, NS, name, fleet[name], 2), CREATE_TIMEOUT
+    )
+    before = _names(machines(dyn, NS, name))
+    began = time.monotonic()
+    patch(dyn, capi.CLUSTER, NS, name, {"spec": {"topology": {"version": target}}})
+    summary = wait_for(
+        f"{name} upgraded to {target}",
+        lambda: fully_at_version(dyn, mgmt, NS, name, target, 2, replaced=before),
+        UPGRADE_TIMEOUT,
+    )
+    assert not before & set(summary["machines"])
+    assert kube_proxy_image(mgmt, NS, name).endswith(f":{target}")
+    print(f"topology upgrade {fleet[name]} -> {target}: {time.monotonic() - began:.0f}s")
+
+
+def test_plain_kcp_and_machinedeployment_upgrade_by_one_minor(
+    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
+) -> None:
+    name, target = PLAIN[0], "v1.34.0"
+    wait_for(
+        "it-kcp ready", lambda: fully_at_version(dyn, mgmt, NS, name, PLAIN[1], 2), CREATE_TIMEOUT
+    )
+    before = _names(machines(dyn, NS, name))
+    began = time.monotonic()
+    patch(
+        dyn, capi.KUBEADM_CONTROL_PLANE, NS, f"{name}-control-plane", {"spec": {"version": target}}
+    )
+    wait_for(
+        "control plane rolled out",
+        lambda: (
+            capi.control_plane_rolled_out(
+                get(dyn, capi.KUBEADM_CONTROL_PLANE, NS, f"{name}-control-plane")
+            )
+            and get(dyn, capi.KUBEADM_CONTROL_PLANE, NS, f"{name}-control-plane")["status"].get(
+                "version"
+            )
+            == target
+        ),
+        UPGRADE_TIMEOUT,
+    )
+    patch(
+        dyn,
+        capi.MACHINE_DEPLOYMENT,
+        NS,
+        f"{name}-md-0",
+        {"spec": {"template": {"spec": {"version": target}}}},
+    )
+    summary = wait_for(
+        f"{name} upgraded to {target}",
+        lambda: fully_at_version(dyn, mgmt, NS, name, target, 2, replaced=before),
+        UPGRADE_TIMEOUT,
+    )
+    md = wait_for(
+        "MachineDeployment status settled",
+        lambda: (
+            (o := get(dyn, capi.MACHINE_DEPLOYMENT, NS, f"{name}-md-0"))
+            and capi.machine_deployment_rolled_out(o)
+            and o
+        ),
+        60,
+    )
+    assert md["spec"]["template"]["spec"]["version"] == target
+    assert not before & set(summary["machines"])
+    print(f"KCP+MD upgrade {PLAIN[1]} -> {target}: {time.monotonic() - began:.0f}s")
