@@ -25,7 +25,7 @@ from orchestrator.domain.snapshot import (
 from orchestrator.domain.upgradeplan import ClusterPlan, check_target, plan_cluster
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Rollout, Strategy, build_rollout
-from orchestrator.placement import find_new_home
+from orchestrator.placement import place
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +95,30 @@ def plan_calibration(
             if c.name in planned and plans[c.name].needs_upgrade
         ],
     )
-    by_key = {w.key: w for w in snapshot.workloads}
+    findings = [
+        f
+        for f in check_fleet(snapshot, {n: planned.get(n, ()) for n in plans})
+        if f.cluster in plans
+    ]
+    movable = sorted(
+        {f.workload for f in findings if not f.already_broken and plans[f.cluster].needs_upgrade}
+    )
+    # One placement run over the end state answers "where would it go" for every affected
+    # workload at once: a cluster that lost the API is already rejected there by APICompatibility,
+    # and placing the movers together never promises the same free capacity twice.
+    decisions = (
+        {d.workload: d for d in place(end_state, workloads=movable).decisions} if movable else {}
+    )
     verdicts: list[FindingVerdict] = []
     blocks: dict[str, list[str]] = {}
-    for finding in check_fleet(snapshot, {n: planned.get(n, ()) for n in plans}):
-        if finding.cluster not in plans:
-            continue
+    for finding in findings:
         if finding.already_broken or not plans[finding.cluster].needs_upgrade:
             verdicts.append(FindingVerdict(finding, "none"))
             continue
-        home = find_new_home(end_state, by_key[finding.workload], finding.cluster)
+        decision = decisions[finding.workload]
+        home = None
+        if not decision.unschedulable:
+            home = next((c.name for c in decision.clusters if c.name != finding.cluster), None)
         if home is None:
             verdicts.append(FindingVerdict(finding, "block"))
             blocks.setdefault(finding.cluster, []).append(
