@@ -131,15 +131,12 @@ def test_plain_kcp_and_machinedeployment_upgrade_by_one_minor(
         lambda: fully_at_version(dyn, mgmt, NS, name, target, 2, replaced=before),
         UPGRADE_TIMEOUT,
     )
-    md = wait_for(
-        "MachineDeployment status settled",
-        lambda: (
-            (o := get(dyn, capi.MACHINE_DEPLOYMENT, NS, f"{name}-md-0"))
-            and capi.machine_deployment_rolled_out(o)
-            and o
-        ),
-        60,
-    )
+
+    def settled() -> dict[str, Any] | None:
+        md = get(dyn, capi.MACHINE_DEPLOYMENT, NS, f"{name}-md-0")
+        return md if capi.machine_deployment_rolled_out(md) else None
+
+    md = wait_for("MachineDeployment status settled", settled, 60)
     assert md["spec"]["template"]["spec"]["version"] == target
     assert not before & set(summary["machines"])
     print(f"KCP+MD upgrade {PLAIN[1]} -> {target}: {time.monotonic() - began:.0f}s")
