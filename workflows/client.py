@@ -1,0 +1,234 @@
+"""Client helpers: start a calibration, read its progress, and steer it (the CLI's backend).
+
+Every helper takes a connected ``temporalio.client.Client`` and a calibration id (the
+FleetCalibration workflow id) and addresses the *latest* run, so they keep working after the
+workflow continued as new. Control helpers turn a rejected update (the workflow's validators) into
+``ControlError`` with the validator's one-line message, ready for stderr.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.versions import KubeVersion
+from workflows import search_attributes, task_queues
+from workflows.activities import load_strategy_document, plan_from_input
+from workflows.calibration import ClusterUpgrade, FleetCalibration
+from workflows.model import (
+    AbortRequest,
+    Ack,
+    ApproveRequest,
+    CalibrationInput,
+    CalibrationProgress,
+    ClusterProgress,
+    Decision,
+    DecisionAction,
+    PauseRequest,
+    Phase,
+    PlanInput,
+    ResumeRequest,
+    RetryRequest,
+    SkipRequest,
+)
+
+
+class ControlError(Exception):
+    """An update the calibration refused, or a calibration that does not exist."""
+
+
+async def register_search_attributes(client: Client) -> None:
+    """Register CalibrationTarget, CalibrationPhase and ClusterName (Keyword) if missing.
+
+    The time-skipping test server cannot list search attributes, only add them, so a failed
+    listing means "add all", and an "already exists" answer is success.
+    """
+    service = client.operator_service
+    known: set[str] = set()
+    try:
+        existing = await service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        known = set(existing.custom_attributes) | set(existing.system_attributes)
+    except RPCError as err:
+        if err.status != RPCStatusCode.UNIMPLEMENTED:
+            raise
+    missing = {
+        key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+        for key in search_attributes.ALL
+        if key.name not in known
+    }
+    if not missing:
+        return
+    try:
+        await service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.ALREADY_EXISTS:
+            raise
+
+
+def new_calibration_id(target: str, now: datetime | None = None) -> str:
+    """``calibration-v1.35.0-20260102T030405``: sortable, and says what it does."""
+    at = now or datetime.now(UTC)
+    return f"calibration-{KubeVersion.parse(target)}-{at:%Y%m%dT%H%M%S}"
+
+
+def validate_input(input: CalibrationInput) -> None:
+    """Fail before starting anything: target, strategy, selector, and the plan for a snapshot.
+
+    Raises ``orchestrator.domain.errors.InputError`` (the CLI prints it and exits 2).
+    """
+    KubeVersion.parse(input.target)
+    load_strategy_document(input.strategy)
+    if input.snapshot is not None:
+        plan_from_input(
+            PlanInput("preview", input.target, input.snapshot, input.strategy, input.selector)
+        )
+    elif input.selector:
+        parse_selector_string(input.selector)
+
+
+async def start_calibration(
+    client: Client,
+    input: CalibrationInput,
+    *,
+    calibration_id: str | None = None,
+    task_queue: str = task_queues.CALIBRATION,
+) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
+    """Validate, then start a FleetCalibration with search attributes and a static summary."""
+    validate_input(input)
+    workflow_id = calibration_id or new_calibration_id(input.target)
+    target = str(KubeVersion.parse(input.target))
+    details = [
+        f"Target: **{target}**",
+        f"Selector: `{input.selector}`" if input.selector else "Selector: whole fleet",
+        "Strategy: "
+        + ("custom document" if input.strategy else "default (canary, then one at a time)"),
+        "Fleet: " + ("snapshot given at start" if input.snapshot else "live inventory"),
+    ]
+    return await client.start_workflow(
+        FleetCalibration.run,
+        input,
+        id=workflow_id,
+        task_queue=task_queue,
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(search_attributes.CALIBRATION_TARGET, target),
+                SearchAttributePair(search_attributes.CALIBRATION_PHASE, Phase.PLANNING.value),
+            ]
+        ),
+        static_summary=f"Calibrate fleet to {target}",
+        static_details="\n".join(details),
+    )
+
+
+def _handle(
+    client: Client, calibration_id: str
+) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
+    return client.get_workflow_handle_for(FleetCalibration.run, calibration_id)
+
+
+async def status(client: Client, calibration_id: str) -> CalibrationProgress:
+    """The ``progress`` query of the latest run (works on finished runs too)."""
+    try:
+        return await _handle(client, calibration_id).query(FleetCalibration.progress)
+    except RPCError as err:
+        raise ControlError(f"calibration {calibration_id}: {err.message}") from err
+
+
+async def cluster_status(client: Client, calibration_id: str, cluster: str) -> ClusterProgress:
+    """One ClusterUpgrade child's own progress (step activity in detail)."""
+    handle = client.get_workflow_handle_for(ClusterUpgrade.run, f"{calibration_id}/{cluster}")
+    try:
+        return await handle.query(ClusterUpgrade.progress)
+    except RPCError as err:
+        raise ControlError(f"cluster {cluster} of {calibration_id}: {err.message}") from err
+
+
+def _refusal(err: WorkflowUpdateFailedError | RPCError) -> ControlError:
+    if isinstance(err, WorkflowUpdateFailedError) and isinstance(err.cause, ApplicationError):
+        return ControlError(err.cause.message)
+    return ControlError(str(err.message) if isinstance(err, RPCError) else str(err))
+
+
+async def pause(client: Client, calibration_id: str, reason: str = "") -> Ack:
+    """Start no new cluster or step; running steps finish."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.pause, PauseRequest(reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def resume(client: Client, calibration_id: str, reason: str = "") -> Ack:
+    """Undo a pause."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.resume, ResumeRequest(reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def approve(client: Client, calibration_id: str, stage: str, reason: str = "") -> Ack:
+    """Open a stage's approval gate."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.approve, ApproveRequest(stage, reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def skip(client: Client, calibration_id: str, cluster: str, reason: str = "") -> Ack:
+    """Leave a cluster out (before it starts, or while it waits for a decision)."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.skip, SkipRequest(cluster, reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def retry(client: Client, calibration_id: str, cluster: str, reason: str = "") -> Ack:
+    """Retry a cluster's failed step."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.retry, RetryRequest(cluster, reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def abort(client: Client, calibration_id: str, reason: str = "") -> Ack:
+    """Stop the run at the next step boundary of every running cluster."""
+    try:
+        return await _handle(client, calibration_id).execute_update(
+            FleetCalibration.abort, AbortRequest(reason)
+        )
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err
+
+
+async def decide(
+    client: Client, calibration_id: str, cluster: str, action: DecisionAction, reason: str = ""
+) -> Ack:
+    """Answer a failed step directly on the cluster's ClusterUpgrade child."""
+    handle = client.get_workflow_handle_for(ClusterUpgrade.run, f"{calibration_id}/{cluster}")
+    try:
+        return await handle.execute_update(ClusterUpgrade.decide, Decision(action, reason))
+    except (WorkflowUpdateFailedError, RPCError) as err:
+        raise _refusal(err) from err

@@ -1,0 +1,739 @@
+"""Every payload of the Temporal layer: workflow, activity, update and query types (no logic).
+
+Why a separate module of frozen dataclasses:
+
+* one dataclass per call (Temporal convention) lets fields be added later without breaking
+  running workflows or histories: new fields get defaults, old payloads still decode;
+* payloads hold strings, numbers and tuples only (versions as ``v1.33.5`` text, times as aware
+  datetimes), never domain objects, so the JSON in history is readable in the UI and stable
+  when the domain classes change;
+* secrets never appear here: clusters are named by ``name`` (+ ``namespace``), and the backend
+  finds credentials itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+Component = Literal["controlPlane", "workers"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+# --------------------------------------------------------------------------------------------
+# States (string enums: readable in histories, queries and search attributes)
+# --------------------------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    """What the whole calibration is doing; also the ``CalibrationPhase`` search attribute."""
+
+    PLANNING = "Planning"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    SOAKING = "Soaking"
+    HALTED = "Halted"  # failure budget exceeded: nothing new starts until failures are decided
+    AWAITING_DECISIONS = "AwaitingDecisions"  # every stage ran; failed clusters wait for decisions
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    ABORTED = "Aborted"
+
+
+class ClusterState(StrEnum):
+    """Where one cluster is; the child's ``CalibrationPhase`` search attribute uses it too."""
+
+    PENDING = "Pending"
+    WAITING_FOR_WINDOW = "WaitingForWindow"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    WAITING_FOR_DECISION = "WaitingForDecision"
+    SUCCEEDED = "Succeeded"
+    SKIPPED = "Skipped"
+    FAILED = "Failed"
+    ABORTED = "Aborted"
+    NOT_STARTED = "NotStarted"
+    BLOCKED = "Blocked"
+    UNASSIGNED = "Unassigned"
+    UP_TO_DATE = "UpToDate"
+
+
+# A cluster in one of these states will not change again in this calibration.
+FINAL_CLUSTER_STATES = frozenset(
+    {
+        ClusterState.SUCCEEDED,
+        ClusterState.SKIPPED,
+        ClusterState.FAILED,
+        ClusterState.ABORTED,
+        ClusterState.NOT_STARTED,
+        ClusterState.BLOCKED,
+        ClusterState.UNASSIGNED,
+        ClusterState.UP_TO_DATE,
+    }
+)
+# Final states that count against the failure budget (together with WAITING_FOR_DECISION).
+FAILED_CLUSTER_STATES = frozenset({ClusterState.FAILED, ClusterState.WAITING_FOR_DECISION})
+
+
+class StepState(StrEnum):
+    """State of one planned step (or of the preflight / taint / placement bookkeeping)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SKIPPED = "Skipped"
+
+
+class StageState(StrEnum):
+    """State of one rollout stage (the canary is a stage named ``canary``)."""
+
+    PENDING = "Pending"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    RUNNING = "Running"
+    SOAKING = "Soaking"
+    DONE = "Done"
+    NOT_STARTED = "NotStarted"
+
+
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Activity timeouts, in seconds. A rollout wait that exceeds ``rollout_seconds`` fails the step.
+
+    ``rollout_seconds`` is a schedule-to-close timeout (all attempts together): a worker crash is
+    detected by the heartbeat timeout and the wait resumes on another worker within that budget.
+    """
+
+    activity_seconds: float = 120.0
+    rollout_seconds: float = 3600.0
+    heartbeat_seconds: float = 60.0
+    poll_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """Knobs that are not part of the strategy document.
+
+    ``history_threshold``: at a wave boundary the calibration continues as new once its history
+    has this many events (or when the server suggests it), carrying its state.
+    """
+
+    worker_concurrency: int = 1
+    timeouts: Timeouts = Timeouts()
+    history_threshold: int = 10_000
+
+
+# --------------------------------------------------------------------------------------------
+# Plan (output of the plan activity: recorded in history, so replays never re-plan)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """How activities name a cluster: ``namespace`` may be empty (the backend resolves names)."""
+
+    name: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class PoolVersion:
+    """A MachineDeployment and a version (its expected "from" version in a worker step)."""
+
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One planned patch, in canonical execution order.
+
+    ``step_id`` is stable for a calibration (``<calibration>/<cluster>/<index>-<component>-<version>``)
+    and travels with every activity of the step, so the backend can recognise a step it applied.
+    """
+
+    index: int
+    step_id: str
+    component: Component
+    version: str
+    from_version: str  # control plane: its version before the step; workers: the oldest pool's
+    pools: tuple[PoolVersion, ...] = ()  # workers only: each pool with its expected from-version
+
+    def describe(self) -> str:
+        """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5``."""
+        if self.component == "controlPlane":
+            return f"controlPlane -> {self.version}"
+        return f"workers {','.join(p.name for p in self.pools)} -> {self.version}"
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """A weekly UTC maintenance window (see ``orchestrator.domain.waves.MaintenanceWindow``)."""
+
+    days: tuple[int, ...]
+    start_minute: int
+    duration_seconds: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterUpgradePlan:
+    """Everything a ClusterUpgrade child needs about its cluster."""
+
+    cluster: ClusterRef
+    control_plane_from: str
+    workers_from: str | None
+    pools: tuple[PoolVersion, ...]
+    steps: tuple[StepPlan, ...]
+    topology: bool = True
+    blocked: bool = False
+    reasons: tuple[str, ...] = ()
+    window: WindowPlan | None = None
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """Clusters of a stage that roll side by side with its other groups."""
+
+    name: str
+    waves: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage: waves run in order, a wave's clusters at once; soak after; optional approval gate."""
+
+    name: str
+    groups: tuple[GroupPlan, ...]
+    waves: tuple[tuple[str, ...], ...]
+    max_concurrency: int
+    soak_seconds: int
+    approval: bool
+
+
+@dataclass(frozen=True)
+class FindingPlan:
+    """A compatibility finding of the plan and what the calibration does about it."""
+
+    cluster: str
+    workload: str
+    api: str
+    removed_in: str
+    version: str
+    action: str  # block | move | none
+    destination: str | None = None
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The calibration plan as the workflow runs it (``orchestrator.planning`` converted)."""
+
+    target: str
+    clusters: tuple[ClusterUpgradePlan, ...]
+    stages: tuple[StagePlan, ...]
+    unassigned: tuple[str, ...] = ()
+    findings: tuple[FindingPlan, ...] = ()
+    max_failures: int = 0
+
+    def cluster(self, name: str) -> ClusterUpgradePlan:
+        """The plan of one cluster (KeyError if unknown)."""
+        for plan in self.clusters:
+            if plan.cluster.name == name:
+                return plan
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Activity inputs and outputs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InventoryInput:
+    """Read the fleet (LIST calls); ``clusters`` narrows it (empty = every cluster)."""
+
+    clusters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InventoryResult:
+    """The fleet in FleetSnapshot file form, plus each cluster's namespace."""
+
+    snapshot: dict[str, Any]
+    namespaces: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """Inputs of the pure planner (``orchestrator.planning.plan_calibration``)."""
+
+    calibration_id: str
+    target: str
+    snapshot: dict[str, Any]
+    strategy: dict[str, Any] | None = None
+    selector: str | None = None
+    namespaces: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreflightInput:
+    """What the plan expects the cluster to look like before its first step."""
+
+    calibration_id: str
+    cluster: ClusterRef
+    control_plane_from: str
+    pools: tuple[PoolVersion, ...]
+    planned_versions: tuple[str, ...]  # control-plane versions of the plan (resuming is legal)
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """``problems`` empty = ready; otherwise each line says what is wrong."""
+
+    ok: bool
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaintInput:
+    """Add (or remove) a cluster taint. ``time_added`` comes from the workflow clock."""
+
+    cluster: ClusterRef
+    key: str
+    effect: TaintEffect
+    value: str = ""
+    time_added: str = ""
+
+
+@dataclass(frozen=True)
+class TaintResult:
+    """``changed`` = the call modified the cluster (False on an idempotent retry)."""
+
+    changed: bool
+
+
+@dataclass(frozen=True)
+class ReplaceInput:
+    """Re-run placement for the fleet and write PlacementDecisions.
+
+    ``upcoming_version``: place as if ``cluster`` already ran this version, so workloads whose
+    APIs it removes move off *before* the step; None = place the fleet as it is.
+    """
+
+    calibration_id: str
+    cluster: ClusterRef
+    reason: str
+    step_id: str = ""
+    upcoming_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplaceResult:
+    """What placement did.
+
+    ``stranded`` = workloads on the cluster that the upcoming version would break and that
+    placement cannot move: the step must not run.
+    """
+
+    decisions: int
+    moved: tuple[str, ...] = ()
+    stranded: tuple[str, ...] = ()
+    unschedulable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PatchControlPlaneInput:
+    """Move the control plane from ``from_version`` to ``to_version`` (idempotent by versions)."""
+
+    step_id: str
+    cluster: ClusterRef
+    from_version: str
+    to_version: str
+
+
+@dataclass(frozen=True)
+class PatchWorkersInput:
+    """Move ``pools`` (each with its expected from-version) to ``to_version``."""
+
+    step_id: str
+    cluster: ClusterRef
+    to_version: str
+    pools: tuple[PoolVersion, ...]
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    """``applied`` lists what this call changed; ``already`` what was at the version already."""
+
+    applied: tuple[str, ...] = ()
+    already: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WaitControlPlaneInput:
+    """Wait until the control plane rolled out ``version`` (heartbeating)."""
+
+    step_id: str
+    cluster: ClusterRef
+    version: str
+    poll_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class WaitWorkersInput:
+    """Wait until ``pools`` rolled out ``version`` (heartbeating)."""
+
+    step_id: str
+    cluster: ClusterRef
+    version: str
+    pools: tuple[str, ...]
+    poll_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class WaitProgress:
+    """Heartbeat details of a wait: how many polls, and the last thing CAPI said."""
+
+    polls: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """A finished wait."""
+
+    polls: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyInput:
+    """Check the cluster really runs ``version``: API server /version, or the pools' kubelets."""
+
+    step_id: str
+    cluster: ClusterRef
+    component: Component
+    version: str
+    pools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """``ok`` or the mismatches found."""
+
+    ok: bool
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    """Compatibility check of the workloads still on ``cluster`` at ``version``."""
+
+    step_id: str
+    cluster: ClusterRef
+    version: str
+
+
+@dataclass(frozen=True)
+class FindingInfo:
+    """A workload on the cluster that uses an API the version no longer serves."""
+
+    workload: str
+    api: str
+    removed_in: str
+    replacement: str = ""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Findings (empty = compatible)."""
+
+    findings: tuple[FindingInfo, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# What the backend reports (not workflow payloads, but plain data like them)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComponentObservation:
+    """The control plane or one MachineDeployment as CAPI reports it.
+
+    ``version`` is the declared (spec) version; ``rolled_out`` applies CAPI's completion rules
+    for that version; ``failure`` is a terminal problem CAPI reports (empty when none).
+    ``versions`` are what actually runs: API server gitVersion(s) for the control plane, node
+    kubelet versions for a pool (empty when the workload cluster is unreachable).
+    """
+
+    name: str
+    version: str
+    rolled_out: bool
+    message: str = ""
+    failure: str = ""
+    versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaintInfo:
+    """A taint as stored on the cluster."""
+
+    key: str
+    effect: TaintEffect
+    value: str = ""
+    time_added: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterObservation:
+    """One cluster, read in one go by ``FleetBackend.observe``."""
+
+    cluster: ClusterRef
+    control_plane: ComponentObservation
+    pools: tuple[ComponentObservation, ...]
+    taints: tuple[TaintInfo, ...] = ()
+    topology: bool = True
+    reachable: bool = True
+
+    def pool(self, name: str) -> ComponentObservation | None:
+        """The MachineDeployment called ``name``, if present."""
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        return None
+
+
+@dataclass(frozen=True)
+class ClusterReplicasInfo:
+    """One line of a PlacementDecision."""
+
+    cluster: str
+    replicas: int
+
+
+@dataclass(frozen=True)
+class PlacementDecisionInfo:
+    """A PlacementDecision to write (``calibrator.dev/v1alpha1``)."""
+
+    workload: str  # namespace/name
+    clusters: tuple[ClusterReplicasInfo, ...]
+    unschedulable: bool = False
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Progress (query result, child reports, continue-as-new state)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    """One planned step as it runs. ``activity`` = the part running now (patch, wait, ...)."""
+
+    index: int
+    step_id: str
+    description: str
+    state: StepState = StepState.PENDING
+    activity: str = ""
+    attempts: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterProgress:
+    """One cluster of the calibration.
+
+    ``tainted`` is what the workflow knows it wrote; ``touched`` turns true at the first patch and
+    means the cluster may be mid-upgrade (so it is never untainted by skip or abort).
+    """
+
+    name: str
+    stage: str = ""
+    state: ClusterState = ClusterState.PENDING
+    from_version: str = ""
+    target: str = ""
+    tainted: bool = False
+    touched: bool = False
+    window: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    message: str = ""
+    steps: tuple[StepProgress, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """One stage of the rollout."""
+
+    name: str
+    waves: tuple[tuple[str, ...], ...]
+    max_concurrency: int
+    soak_seconds: int
+    approval: bool
+    state: StageState = StageState.PENDING
+    approved: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    soak_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CalibrationProgress:
+    """The ``progress`` query and the workflow result: the whole run at a glance."""
+
+    calibration_id: str
+    target: str
+    phase: Phase
+    message: str = ""
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    paused: bool = False
+    abort_reason: str = ""
+    runs: int = 1
+    failures: int = 0
+    max_failures: int = 0
+    stage_index: int = 0
+    wave_index: int = 0
+    stages: tuple[StageProgress, ...] = ()
+    clusters: tuple[ClusterProgress, ...] = ()
+    unassigned: tuple[str, ...] = ()
+
+    def cluster(self, name: str) -> ClusterProgress:
+        """Progress of one cluster (KeyError if unknown)."""
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Workflow inputs, messages and results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationCheckpoint:
+    """State carried across continue-as-new: the plan is never recomputed."""
+
+    plan: FleetPlan
+    progress: CalibrationProgress
+    approved: tuple[str, ...] = ()
+    pause_reason: str = ""
+
+
+@dataclass(frozen=True)
+class CalibrationInput:
+    """Start a calibration to ``target``.
+
+    ``snapshot`` (FleetSnapshot file form) skips the inventory activity, e.g. for offline plans
+    and tests; ``strategy`` is a CalibrationStrategy document (None = the default strategy);
+    ``selector`` narrows the fleet (kubectl syntax).
+    """
+
+    target: str
+    snapshot: dict[str, Any] | None = None
+    strategy: dict[str, Any] | None = None
+    selector: str | None = None
+    options: CalibrationOptions = CalibrationOptions()
+    checkpoint: CalibrationCheckpoint | None = None
+
+
+@dataclass(frozen=True)
+class ClusterUpgradeInput:
+    """Input of one ClusterUpgrade child."""
+
+    calibration_id: str
+    target: str
+    stage: str
+    plan: ClusterUpgradePlan
+    options: CalibrationOptions = CalibrationOptions()
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """Child -> parent signal: the child's whole progress after each transition."""
+
+    progress: ClusterProgress
+
+
+ClusterAction = Literal["pause", "resume", "abort", "retry", "skip"]
+DecisionAction = Literal["retry", "skip", "abort"]
+
+
+@dataclass(frozen=True)
+class ClusterCommand:
+    """Parent -> child signal: operator control forwarded to a running cluster."""
+
+    action: ClusterAction
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The operator's answer to a failed step: retry it, skip the cluster, or abort the cluster."""
+
+    action: DecisionAction
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PauseRequest:
+    """Stop starting clusters and steps (running steps finish)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """Undo a pause."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ApproveRequest:
+    """Open the approval gate of ``stage`` (before or while it waits)."""
+
+    stage: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SkipRequest:
+    """Leave ``cluster`` out: before it starts, or while it waits for a decision."""
+
+    cluster: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RetryRequest:
+    """Retry the failed step of ``cluster``."""
+
+    cluster: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AbortRequest:
+    """Stop the run: nothing new starts, running clusters stop at their next step boundary."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Answer to an update: the phase (or cluster state) after it and a line for the operator."""
+
+    state: str
+    message: str

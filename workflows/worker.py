@@ -1,0 +1,49 @@
+"""Build the worker that runs every calibration workflow and activity against one backend.
+
+The CLI's ``calibrator worker`` passes the kube-backed backend; the workflow tests pass an
+in-memory fleet. Workflows run in the default sandbox: their module imports domain code through
+``imports_passed_through``, so nothing here needs sandbox tweaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from workflows import task_queues
+from workflows.activities import CalibrationActivities
+from workflows.backend import FleetBackend
+from workflows.calibration import ClusterUpgrade, FleetCalibration
+
+WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade)
+
+
+def build_worker(
+    client: Client,
+    backend: FleetBackend,
+    *,
+    task_queue: str = task_queues.CALIBRATION,
+    **options: Any,
+) -> Worker:
+    """A worker for both workflows and all activities, bound to ``backend``.
+
+    ``options`` go to ``temporalio.worker.Worker`` (e.g. ``max_concurrent_activities``).
+    """
+    activities = CalibrationActivities(backend)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities.all(),
+        **options,
+    )
+
+
+async def run_worker(
+    client: Client, backend: FleetBackend, *, task_queue: str = task_queues.CALIBRATION
+) -> None:
+    """Run until cancelled (Ctrl-C in ``calibrator worker``); shuts down gracefully."""
+    await build_worker(client, backend, task_queue=task_queue).run()
