@@ -355,6 +355,19 @@ class KubeFleetBackend:
                     versions=versions,
                 )
             )
+        if topo is not None and control_plane.rolled_out:
+            # CAPI's topology upgrade moves the MachineDeployments right after the control plane
+            # and rejects the next topology version until they are done, so for a managed
+            # topology a control-plane step is finished only when every pool finished it too.
+            lagging = [
+                p.name for p in pools if not (p.rolled_out and _same(p.version, cp_declared))
+            ]
+            if lagging:
+                control_plane = replace(
+                    control_plane,
+                    rolled_out=False,
+                    message=f"{control_plane.message}; topology still rolling {', '.join(lagging)}",
+                )
         taints = decode_taints(_annotations(cluster).get(TAINTS_ANNOTATION), f"{ns}/{name}")
         return ClusterObservation(
             cluster=ClusterRef(name, ns),

@@ -33,9 +33,12 @@ app = typer.Typer(
 
 
 def _register_subcommands() -> None:
+    from orchestrator.cli import calibration, demo
     from orchestrator.cli.env import env_app
 
     app.add_typer(env_app, name="env")
+    calibration.register(app)
+    demo.register(app)
 
 
 _register_subcommands()

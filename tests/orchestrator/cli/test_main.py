@@ -207,3 +207,33 @@ def test_console_script_errors_have_no_traceback(tmp_path: Path) -> None:
         proc.stderr.strip()
         == "error: invalid Kubernetes version 'v1.3': expected a string like v1.31.1"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["calibrate", "-t", "banana"], "invalid Kubernetes version 'banana'"),
+        (["calibrate", "-t", "v1.35.0", "-l", "env in prod"], "invalid label selector"),
+    ],
+)
+def test_calibrate_rejects_bad_input_before_connecting(args: list[str], message: str) -> None:
+    result = runner.invoke(app, [*args, "--address", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: ") and message in result.stderr
+
+
+def test_temporal_commands_are_registered() -> None:
+    result = runner.invoke(app, ["--help"])
+    for command in (
+        "worker",
+        "calibrate",
+        "status",
+        "pause",
+        "resume",
+        "approve",
+        "skip",
+        "abort",
+        "demo",
+        "env",
+    ):
+        assert command in result.stdout

@@ -1,0 +1,288 @@
+"""Temporal-facing commands: worker, calibrate, status, pause, resume, approve, skip, abort, demo.
+
+Thin wrappers over ``workflows.client`` / ``workflows.worker``; every refusal of an update
+validator comes back as one stderr line (exit 2), like any other bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from orchestrator.cli.output import Format, emit, fail
+
+T = TypeVar("T")
+
+AddressOpt = Annotated[str, typer.Option("--address", help="Temporal frontend host:port.")]
+NamespaceOpt = Annotated[str, typer.Option("--temporal-namespace", help="Temporal namespace.")]
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
+KubeconfigOpt = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="Management cluster kubeconfig (default: local plane)."),
+]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
+
+DEFAULT_ADDRESS = "localhost:7233"
+
+
+def _run(coro: Awaitable[T]) -> T:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def _client(address: str, namespace: str) -> Any:
+    from temporalio.client import Client
+
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except Exception as err:
+        fail(f"cannot reach Temporal at {address}: {err}", code=1)
+
+
+def _kubeconfig(path: Path | None) -> Path:
+    if path is not None:
+        return path
+    from orchestrator.localplane.plane import LocalPlane
+
+    plane = LocalPlane()
+    if not plane.status().healthy:
+        fail("no --kubeconfig given and the local plane is not running (calibrator env up)")
+    return plane.kubeconfig
+
+
+def _progress_doc(progress: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(json.dumps(asdict(progress), default=str))
+    return doc
+
+
+def progress_table(con: Console, doc: dict[str, Any]) -> None:
+    """People's view of a calibration's progress."""
+    con.print(renderable(doc))
+
+
+def renderable(doc: dict[str, Any]) -> Table:
+    """A Rich table of stage / cluster / step states."""
+    title = f"{doc['calibration_id']} -> {doc['target']}: {doc['phase']}"
+    if doc.get("paused"):
+        title += " (paused)"
+    table = Table(title=title, caption=doc.get("message") or None)
+    for col in ("Cluster", "Stage", "State", "From", "Tainted", "Message"):
+        table.add_column(col)
+    for c in doc.get("clusters", []):
+        table.add_row(
+            c["name"],
+            c.get("stage", ""),
+            str(c.get("state", "")),
+            c.get("from_version", ""),
+            "yes" if c.get("tainted") else "no",
+            (c.get("message") or "")[:80],
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the Temporal commands to the main app."""
+
+    @app.command()
+    def worker(
+        kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None,
+        namespace: Annotated[
+            str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
+        ] = None,
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
+        from workflows.kube_backend import KubeFleetBackend
+        from workflows.worker import run_worker
+
+        backend = KubeFleetBackend.from_kubeconfig(
+            _kubeconfig(kubeconfig), context, namespace=namespace
+        )
+
+        async def main() -> None:
+            client = await _client(address, temporal_namespace)
+            Console(stderr=True).print(f"worker connected to {address}; Ctrl-C to stop")
+            await run_worker(client, backend)
+
+        with contextlib.suppress(KeyboardInterrupt):
+            _run(main())
+
+    @app.command()
+    def calibrate(
+        target: Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")],
+        selector: Annotated[
+            str | None, typer.Option("--selector", "-l", help="Label selector.")
+        ] = None,
+        strategy: Annotated[
+            Path | None, typer.Option("--strategy", help="CalibrationStrategy YAML.")
+        ] = None,
+        wait: Annotated[
+            bool, typer.Option(help="Follow live progress until the run ends.")
+        ] = False,
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+        output: OutputOpt = Format.table,
+    ) -> None:
+        """Start a FleetCalibration (a worker must be running)."""
+        from orchestrator.domain.errors import InputError
+        from orchestrator.domain.versions import KubeVersion
+        from workflows.client import start_calibration
+        from workflows.model import CalibrationInput
+
+        try:  # bad input fails here, before anything connects or starts
+            KubeVersion.parse(target)
+            if selector:
+                from orchestrator.domain.selectors import parse_selector_string
+
+                parse_selector_string(selector)
+        except InputError as err:
+            fail(str(err))
+        strat = None
+        if strategy is not None:
+            try:
+                strat = yaml.safe_load(strategy.read_text())
+            except (OSError, yaml.YAMLError) as err:
+                fail(f"cannot read strategy file {str(strategy)!r}: {err}")
+
+        async def main() -> dict[str, Any]:
+            client = await _client(address, temporal_namespace)
+            try:
+                handle = await start_calibration(
+                    client, CalibrationInput(target=target, strategy=strat, selector=selector)
+                )
+            except InputError as err:
+                fail(str(err))
+            if not wait:
+                return {"calibrationId": handle.id, "target": target}
+            return await follow(client, handle.id)
+
+        doc = _run(main())
+        emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
+
+    @app.command()
+    def status(
+        calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+        output: OutputOpt = Format.table,
+    ) -> None:
+        """Show a calibration's stage / cluster / step states."""
+
+    def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        from workflows.client import ControlError
+
+        try:
+            return _run(make())
+        except ControlError as err:
+            fail(str(err))
+
+    from workflows import client as wc
+
+    @app.command()
+    def pause(
+        calibration_id: str,
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Stop starting new clusters and steps (running steps finish)."""
+        _ack(wc.pause, calibration_id, address, temporal_namespace, reason=reason)
+
+    @app.command()
+    def resume(
+        calibration_id: str,
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Continue a paused calibration."""
+        _ack(wc.resume, calibration_id, address, temporal_namespace, reason=reason)
+
+    @app.command()
+    def approve(
+        calibration_id: str,
+        stage: Annotated[str, typer.Option("--stage")],
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Open a stage's approval gate."""
+        _ack(wc.approve, calibration_id, address, temporal_namespace, stage, reason=reason)
+
+    @app.command()
+    def skip(
+        calibration_id: str,
+        cluster: Annotated[str, typer.Option("--cluster")],
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Skip a cluster (a touched cluster stays tainted)."""
+        _ack(wc.skip, calibration_id, address, temporal_namespace, cluster, reason=reason)
+
+    @app.command()
+    def abort(
+        calibration_id: str,
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
+        _ack(wc.abort, calibration_id, address, temporal_namespace, reason=reason)
+
+    def _ack(
+        call: Callable[..., Awaitable[Any]],
+        calibration_id: str,
+        address: str,
+        temporal_namespace: str,
+        *args: str,
+        reason: str,
+    ) -> None:
+        async def main() -> dict[str, Any]:
+            client = await _client(address, temporal_namespace)
+            ack = await call(client, calibration_id, *args, reason=reason)
+            doc: dict[str, Any] = json.loads(json.dumps(asdict(ack), default=str))
+            return doc
+
+        Console().print(_control(main))
+
+
+async def follow(
+    client: Any, calibration_id: str, timeout: float = 3600, stop_when_blocked: bool = False
+) -> dict[str, Any]:
+    """Live table until the workflow ends; returns the final progress document.
+
+    With ``stop_when_blocked`` it also returns when the run needs an operator (Halted or
+    AwaitingDecisions): the clusters stay tainted and the workflow keeps waiting for
+    ``calibrator skip/abort`` or a retry.
+    """
+    from workflows import client as wc
+
+    handle = client.get_workflow_handle(calibration_id)
+    deadline = time.monotonic() + timeout
+    doc = _progress_doc(await wc.status(client, calibration_id))
+    with Live(renderable(doc), refresh_per_second=2, console=Console(stderr=True)) as live:
+        while time.monotonic() < deadline:
+            desc = await handle.describe()
+            doc = _progress_doc(await wc.status(client, calibration_id))
+            live.update(renderable(doc))
+            if desc.status is not None and desc.status.name != "RUNNING":
+                return doc
+            if stop_when_blocked and doc.get("phase") in ("Halted", "AwaitingDecisions"):
+                return doc
+            await asyncio.sleep(2)
+    fail(f"calibration {calibration_id} still running after {timeout:.0f}s", code=1)
