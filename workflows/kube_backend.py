@@ -9,7 +9,7 @@ is synchronous: every protocol method runs its calls in a thread (``asyncio.to_t
 What it reads and writes:
 
 * **Inventory**: one LIST per kind (ClusterClasses for ``availableVersions``, Clusters,
-  KubeadmControlPlanes, MachineDeployments, workload ConfigMaps), in one namespace or all. No
+  KubeadmControlPlanes, MachineDeployments, FleetWorkloads), in one namespace or all. No
   per-object GETs. Clusters being deleted are left out.
 * **Declared versions**: a managed topology declares its control plane in
   ``Cluster.spec.topology.version``; its MachineDeployments follow that version (CAPI upgrades them
@@ -33,13 +33,16 @@ What it reads and writes:
 * **Taints**: the DESIGN.md contract on the CAPI Cluster (annotation ``calibrator.dev/taints``
   encoded with ``orchestrator.domain.taints``, label ``calibrator.dev/schedulable``), written with
   the read object's resourceVersion and retried on conflict.
-* **Workloads and placement decisions** (stand-in until the FleetWorkload / PlacementDecision
-  CRDs exist): a workload is a ConfigMap labelled ``calibrator.dev/fleet-workload=true`` whose
-  ``data.workload`` holds one FleetSnapshot workload entry (YAML). ``write_placement`` writes the
-  decision into the same ConfigMap: ``data.decisions`` = JSON list of
-  ``{clusterName, replicas, reason}`` (strings, the PlacementDecision ``status.decisions`` shape)
-  and annotation ``calibrator.dev/placement-reason``. Inventory reads ``data.decisions`` back as
-  the workload's current ``placement.clusters``.
+* **Workloads and placement decisions** (``calibrator.dev/v1alpha1``, through
+  ``orchestrator.kube.fleetapi``): workloads are the FleetWorkloads of the same namespace scope (one
+  LIST); a FleetWorkload's ``status.clusters`` (the last decision) is its current
+  ``placement.clusters``, and current-placement names that are not clusters of the inventory are
+  dropped (a deleted cluster runs nothing). ``write_placement`` server-side applies, per workload,
+  the ``status.decisions`` of its PlacementDecision (same name, owned by the FleetWorkload;
+  ``{clusterName, replicas, reason}`` strings, the Argo CD clusterDecisionResource duck type) and
+  the FleetWorkload's status. Missing CRDs, a decision for a workload without a FleetWorkload, or
+  a FleetWorkload the snapshot rules reject raise ``NotFoundError`` / ``BackendError`` naming the
+  object and the remedy.
 
 404s become ``NotFoundError``; anything else propagates and is retried by Temporal. Nothing
 returned contains a credential.
@@ -48,7 +51,7 @@ returned contains a credential.
 from __future__ import annotations
 
 import asyncio
-import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -56,8 +59,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
+from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
@@ -71,7 +73,7 @@ from orchestrator.domain.taints import (
     without_taint,
 )
 from orchestrator.domain.versions import KubeVersion, VersionError
-from orchestrator.kube import capi, workload
+from orchestrator.kube import capi, fleetapi, workload
 from orchestrator.kube.client import api_client, dynamic
 from workflows.backend import BackendError, Inventory, NotFoundError
 from workflows.model import (
@@ -83,10 +85,7 @@ from workflows.model import (
 )
 
 STEP_ANNOTATION = "calibrator.dev/step"
-PLACEMENT_REASON_ANNOTATION = "calibrator.dev/placement-reason"
-WORKLOAD_LABEL = "calibrator.dev/fleet-workload"
 CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
-CONFIG_MAP = ("v1", "ConfigMap")
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 MERGE_PATCH = "application/merge-patch+json"
@@ -115,6 +114,20 @@ def _same(a: str | None, b: str | None) -> bool:
         return KubeVersion.parse(a) == KubeVersion.parse(b)
     except VersionError:
         return a == b
+
+
+_WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")
+
+
+def _name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str | None:
+    """Snapshot errors say ``workloads[3].placement...``; name the FleetWorkload instead."""
+    match = _WORKLOAD_PATH.match(message)
+    if not match or int(match.group(1)) >= len(workloads):
+        return None
+    w = workloads[int(match.group(1))]
+    rest = message[match.end() :]
+    where = f"FleetWorkload {w.get('namespace')}/{w.get('name')}"
+    return f"{where}: spec{rest}" if rest.startswith((".", "[")) else f"{where}{rest}"
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,14 @@ class KubeFleetBackend:
     ) -> KubeFleetBackend:
         """A backend for the management cluster of a kubeconfig file."""
         return cls(api_client(kubeconfig, context), **kw)
+
+    def check_api(self) -> None:
+        """NotFoundError naming the remedy when calibrator.dev/v1alpha1 is not served."""
+        try:
+            for kind in (fleetapi.FLEET_WORKLOAD, fleetapi.PLACEMENT_DECISION):
+                fleetapi.resource(self._dyn, kind)
+        except fleetapi.ApiMissingError as err:
+            raise NotFoundError(str(err)) from None
 
     # ------------------------------------------------------------------ low level (sync)
 
@@ -380,22 +401,11 @@ class KubeFleetBackend:
 
     # ------------------------------------------------------------------ inventory (sync)
 
-    def _workload_configmaps(self) -> list[dict[str, Any]]:
-        return self._list(CONFIG_MAP, self._namespace, f"{WORKLOAD_LABEL}=true")
-
-    @staticmethod
-    def _workload_entry(cm: Mapping[str, Any]) -> dict[str, Any]:
-        data = cm.get("data") or {}
-        where = f"ConfigMap {_meta(cm).get('namespace')}/{_meta(cm).get('name')}"
-        entry = yaml.safe_load(data.get("workload") or "")
-        if not isinstance(entry, dict):
-            raise BackendError(f"{where}: data.workload must be a workload mapping")
-        if data.get("decisions"):
-            decided = json.loads(data["decisions"])
-            placement = dict(entry.get("placement") or {})
-            placement["clusters"] = [d["clusterName"] for d in decided]
-            entry["placement"] = placement
-        return entry
+    def _fleet_workloads(self) -> list[dict[str, Any]]:
+        try:
+            return fleetapi.list_fleet_workloads(self._dyn, self._namespace)
+        except fleetapi.ApiMissingError as err:
+            raise NotFoundError(str(err)) from None
 
     def _inventory(self, names: Sequence[str]) -> Inventory:
         ns = self._namespace
@@ -413,7 +423,7 @@ class KubeFleetBackend:
                 _meta(md).get("labels") or {}
             ).get(capi.CLUSTER_NAME_LABEL)
             mds_by_cluster.setdefault((str(_meta(md).get("namespace")), str(owner)), []).append(md)
-        workloads = [self._workload_entry(cm) for cm in self._workload_configmaps()]
+        fleet_workloads = self._fleet_workloads()
 
         versions: set[str] = set()
         used_classes = {
@@ -473,16 +483,29 @@ class KubeFleetBackend:
                 entry["topology"] = False
             entries.append(entry)
             namespaces[name] = cns
+        workloads = []
+        for obj in fleet_workloads:
+            entry = fleetapi.workload_entry(obj)
+            placement = entry.get("placement")
+            if placement and placement.get("clusters"):
+                placement["clusters"] = [n for n in placement["clusters"] if n in namespaces]
+            workloads.append(entry)
         ordered = sorted(versions, key=KubeVersion.parse)
-        snapshot = snapshot_from_mapping(
-            {
-                "apiVersion": "calibrator.dev/v1alpha1",
-                "kind": "FleetSnapshot",
-                "availableVersions": ordered,
-                "clusters": entries,
-                "workloads": workloads,
-            }
-        )
+        try:
+            snapshot = snapshot_from_mapping(
+                {
+                    "apiVersion": "calibrator.dev/v1alpha1",
+                    "kind": "FleetSnapshot",
+                    "availableVersions": ordered,
+                    "clusters": entries,
+                    "workloads": workloads,
+                }
+            )
+        except InputError as err:
+            named = _name_workload(str(err), workloads)
+            if named is None:
+                raise
+            raise BackendError(named) from None
         if names:
             unknown = [n for n in names if n not in namespaces]
             if unknown:
@@ -596,37 +619,20 @@ class KubeFleetBackend:
         raise BackendError(f"taints of {ref.name}: too many conflicting writers")  # not reached
 
     def _write_placement(self, decisions: Sequence[PlacementDecisionInfo], reason: str) -> None:
-        if not decisions:
-            return
-        by_key: dict[str, dict[str, Any]] = {}
-        for cm in self._workload_configmaps():
-            entry = yaml.safe_load((cm.get("data") or {}).get("workload") or "") or {}
-            key = f"{entry.get('namespace', 'default')}/{entry.get('name')}"
-            by_key[key] = cm
-        for d in decisions:
-            found = by_key.get(d.workload)
-            if found is None:
-                raise NotFoundError(f"workload {d.workload} has no ConfigMap")
-            cm = found
-            rows = [
-                {
-                    "clusterName": c.cluster,
-                    "replicas": str(c.replicas),
-                    "reason": d.reason or reason,
-                }
-                for c in d.clusters
-            ]
-            self._patch(
-                CONFIG_MAP,
-                str(_meta(cm)["namespace"]),
-                str(_meta(cm)["name"]),
-                {
-                    "metadata": {"annotations": {PLACEMENT_REASON_ANNOTATION: reason}},
-                    "data": {"decisions": json.dumps(rows, separators=(",", ":"))},
-                },
+        todo = [
+            fleetapi.Decision(
+                d.workload,
+                tuple((c.cluster, c.replicas) for c in d.clusters),
+                d.reason or reason,
             )
-            with self._lock:
-                self.placement_writes.append((d.workload, reason))
+            for d in decisions
+        ]
+        try:
+            written = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
+        except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
+            raise NotFoundError(str(err)) from None
+        with self._lock:
+            self.placement_writes += [(w, reason) for w in written]
 
     # ------------------------------------------------------------------ FleetBackend
 
@@ -665,5 +671,5 @@ class KubeFleetBackend:
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
     ) -> None:
-        """Write each decision into its workload's ConfigMap (see the module docstring)."""
+        """Write each decision to its PlacementDecision and FleetWorkload status (see above)."""
         await asyncio.to_thread(self._write_placement, decisions, reason)

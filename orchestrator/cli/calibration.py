@@ -106,12 +106,17 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
+        from workflows.backend import NotFoundError
         from workflows.kube_backend import KubeFleetBackend
         from workflows.worker import run_worker
 
         backend = KubeFleetBackend.from_kubeconfig(
             _kubeconfig(kubeconfig), context, namespace=namespace
         )
+        try:
+            backend.check_api()
+        except NotFoundError as err:
+            fail(str(err))
 
         async def main() -> None:
             client = await _client(address, temporal_namespace)
@@ -173,15 +178,6 @@ def register(app: typer.Typer) -> None:
         doc = _run(main())
         emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
 
-    @app.command()
-    def status(
-        calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
-        output: OutputOpt = Format.table,
-    ) -> None:
-        """Show a calibration's stage / cluster / step states."""
-
     def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         from workflows.client import ControlError
 
@@ -191,6 +187,22 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
 
     from workflows import client as wc
+
+    @app.command()
+    def status(
+        calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+        output: OutputOpt = Format.table,
+    ) -> None:
+        """Show a calibration's stage / cluster / step states."""
+
+        async def main() -> dict[str, Any]:
+            client = await _client(address, temporal_namespace)
+            return _progress_doc(await wc.status(client, calibration_id))
+
+        doc = _control(main)
+        emit(doc, output, lambda con: con.print(renderable(doc)))
 
     @app.command()
     def pause(

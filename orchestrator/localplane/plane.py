@@ -2,7 +2,7 @@
 
 Order (each step waits with a timeout and fails with the component's last log lines):
 PKI -> etcd -> kube-apiserver (+ admin kubeconfig) -> CRDs of core, CABPK, KCP and CAPD (contract
-labels, conversion to the owning manager) -> the four managers -> webhook configurations pointed at
+labels, conversion to the owning manager) and our own calibrator.dev CRDs -> the four managers -> webhook configurations pointed at
 127.0.0.1 with our CA -> a dry-run Cluster through the webhooks.
 
 ``up`` is idempotent: when everything recorded in ``state.json`` is alive and healthy it returns at
@@ -255,6 +255,7 @@ class LocalPlane:
         """Start (or repair) the plane and wait until every component is healthy."""
         current = self.status()
         if current.healthy and len(current.components) == 2 + len(MANAGERS):
+            self._install_api()  # a plane started by an older version may lack our CRDs
             progress("already running and healthy")
             return current
         if current.components:
@@ -387,12 +388,15 @@ class LocalPlane:
 
             progress("installing Cluster API CRDs")
             from orchestrator.kube.client import api_client, apply_all, dynamic  # noqa: PLC0415
+            from orchestrator.kube.fleetapi import install_crds  # noqa: PLC0415
 
             dyn = dynamic(api_client(self.kubeconfig))
             ca_b64 = base64.b64encode(ca.cert.read_bytes()).decode()
             crds = list(self._crds(manifest, ports, ca_b64))
             apply_all(dyn, crds)
             self._wait_crds_established(dyn, [c["metadata"]["name"] for c in crds], left())
+            progress("installing calibrator.dev CRDs (FleetWorkload, PlacementDecision)")
+            install_crds(dyn, left())
 
             for m in MANAGERS:
                 progress(f"starting {m.name} manager")
@@ -440,6 +444,13 @@ class LocalPlane:
         return self.status()
 
     # ------------------------------------------------------------------ helpers
+    def _install_api(self, timeout: float = 60.0) -> None:
+        """Server-side apply our calibrator.dev CRDs (idempotent) and wait until Established."""
+        from orchestrator.kube.client import api_client, dynamic  # noqa: PLC0415
+        from orchestrator.kube.fleetapi import install_crds  # noqa: PLC0415
+
+        install_crds(dynamic(api_client(self.kubeconfig)), timeout)
+
     def _write_kubeconfig(self, server: str) -> None:
         def b64(path: Path) -> str:
             return base64.b64encode(path.read_bytes()).decode()

@@ -4,7 +4,9 @@ Three managed-topology clusters and one plain KubeadmControlPlane + MachineDeplo
 all created at v1.33.0 from capi-templates, are calibrated to v1.34.0 by ``FleetCalibration``
 (default strategy: one cluster at a time). The test asserts what the product promises — every
 Machine at the target with a Ready Node and the Cluster Available, no upgrading taint left and the
-schedulable label back to "true", placement re-run after every step, no step patched twice — and
+schedulable label back to "true", placement re-run after every step (the workload's
+PlacementDecision, watched on the API server, is rewritten with each step's reason), no step
+patched twice — and
 prints the measurements the docs need: calibration wall time against the CAPI rollout times on the
 critical path, and workflow history events per cluster step.
 """
@@ -26,14 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
-from orchestrator.kube import capi
+from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
@@ -73,18 +74,21 @@ OPTIONS = CalibrationOptions(
     ),
 )
 WORKLOAD = {
-    "name": "web",
-    "namespace": "shop",
-    "apis": ["apps/v1/Deployment"],
-    "replicas": 2,
-    "placement": {"clusterAffinity": {"matchLabels": {"env": "cal"}}, "tolerations": []},
+    "apiVersion": "calibrator.dev/v1alpha1",
+    "kind": "FleetWorkload",
+    "metadata": {"name": "web", "namespace": NS},
+    "spec": {
+        "apis": ["apps/v1/Deployment"],
+        "replicas": 2,
+        "placement": {"clusterAffinity": {"matchLabels": {"env": "cal"}}},
+    },
 }
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
 @pytest.fixture(scope="module")
 def fleet(dyn: DynamicClient) -> Iterator[None]:
-    """The clusters (created at START, deleted at the end) and one workload ConfigMap."""
+    """The clusters (created at START, deleted at the end) and one FleetWorkload."""
     namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
     namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     apply_all(dyn, cluster_class_objects(NS))
@@ -98,21 +102,7 @@ def fleet(dyn: DynamicClient) -> Iterator[None]:
     apply_all(dyn, cluster_class_objects(CRASH_NS))
     apply_all(dyn, cluster_objects("crash-kcp", CRASH_NS, START, topology=False))
     apply_all(dyn, cluster_objects("crash-topo", CRASH_NS, START))
-    apply_all(
-        dyn,
-        [
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": "workload-web",
-                    "namespace": NS,
-                    "labels": {"calibrator.dev/fleet-workload": "true"},
-                },
-                "data": {"workload": yaml.safe_dump(WORKLOAD)},
-            }
-        ],
-    )
+    apply_all(dyn, [WORKLOAD])
     clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
     try:
         yield
@@ -197,6 +187,26 @@ def _watch(
             except Exception as err:
                 print(f"watch {name}: {err}")
         stop.wait(1.0)
+
+
+def _watch_decisions(dyn: DynamicClient, reasons: list[str], stop: threading.Event) -> None:
+    """Record the reason of every PlacementDecision status the API server stores in NS."""
+    res = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION)
+    version: str | None = None
+    while not stop.is_set():
+        try:
+            for event in res.watch(namespace=NS, resource_version=version, timeout=5):
+                obj = event["raw_object"]
+                version = obj["metadata"]["resourceVersion"]
+                rows = (obj.get("status") or {}).get("decisions") or []
+                for reason in {r["reason"] for r in rows}:
+                    if not reasons or reasons[-1] != reason:
+                        reasons.append(reason)
+                if stop.is_set():
+                    break
+        except Exception as err:
+            print(f"watch PlacementDecisions: {err}")
+            version = None
 
 
 def get_mds(dyn: DynamicClient, name: str) -> list[dict[str, Any]]:
@@ -287,11 +297,20 @@ def test_calibration_converges_the_fleet_through_capi(
         daemon=True,
     )
     watcher.start()
+    decision_reasons: list[str] = []
+    decisions_watch = threading.Thread(
+        target=_watch_decisions,
+        args=(dynamic(api_client(plane.kubeconfig)), decision_reasons, stop),
+        daemon=True,
+    )
+    decisions_watch.start()
     try:
         result, wall, per_cluster, parent_events = asyncio.run(_calibrate(plane, backend))
+        time.sleep(2)  # let the watch deliver the last write
     finally:
         stop.set()
         watcher.join(timeout=30)
+        decisions_watch.join(timeout=30)
 
     # The run and every cluster succeeded.
     assert result.phase == Phase.COMPLETED, result.message
@@ -326,18 +345,33 @@ def test_calibration_converges_the_fleet_through_capi(
     steps = {(p.cluster, p.step_id) for p in backend.patch_log}
     assert len(steps) == len(backend.patch_log)
 
-    # Placement re-ran before the first step, after every step and after the upgrade.
+    # Placement re-ran before the first step, after every step and after the upgrade, and each
+    # run rewrote the workload's PlacementDecision on the API server (seen through a watch).
     reasons = [r for _, r in backend.placement_writes]
     for c in result.clusters:
         mine = [r for r in reasons if r.startswith(f"{c.name}: ")]
+        stored = [r for r in decision_reasons if r.startswith(f"{c.name}: ")]
         assert f"{c.name}: before the first step" in mine
+        assert f"{c.name}: before the first step" in stored, decision_reasons
         for i in range(len(c.steps)):
-            assert any(f"after step {i + 1}/{len(c.steps)}" in r for r in mine), (c.name, mine)
+            step = f"{c.name}: after step {i + 1}/{len(c.steps)} "
+            assert any(r.startswith(step) for r in mine), (c.name, mine)
+            assert any(r.startswith(step) for r in stored), (c.name, decision_reasons)
         assert f"{c.name}: after the upgrade" in mine
+        assert f"{c.name}: after the upgrade" in stored, decision_reasons
         events, replaces, nsteps = per_cluster[c.name]
         assert replaces == nsteps + 2, (c.name, replaces, nsteps)
-    decisions = json.loads(get(dyn, ("v1", "ConfigMap"), NS, "workload-web")["data"]["decisions"])
-    assert sorted(d["clusterName"] for d in decisions) == sorted(CLUSTERS)
+    pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(name="web", namespace=NS)
+    rows = pd.to_dict()["status"]["decisions"]
+    assert sorted(r["clusterName"] for r in rows) == sorted(CLUSTERS)
+    assert all(isinstance(v, str) for r in rows for v in r.values()), rows
+    assert decision_reasons[-1].endswith(": after the upgrade"), decision_reasons
+    assert {r["reason"] for r in rows} == {decision_reasons[-1]}
+    assert pd.to_dict()["metadata"]["labels"] == {fleetapi.WORKLOAD_LABEL: "web"}
+    fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name="web", namespace=NS).to_dict()
+    assert sorted(c["name"] for c in fw["status"]["clusters"]) == sorted(CLUSTERS)
+    assert pd.to_dict()["metadata"]["ownerReferences"][0]["uid"] == fw["metadata"]["uid"]
+    print(f"PlacementDecision rewrites seen by the watch: {len(decision_reasons)}")
 
     # Measurements for the docs.
     rollouts: dict[str, float] = {}

@@ -2,105 +2,28 @@
 
 The integration test runs it against real CAPI; these tests pin the object shapes it reads and the
 patches it writes: step annotation and resourceVersion in the same merge patch, taint contract,
-placement ConfigMaps, 404 -> NotFoundError, and "a topology pool follows topology.version".
+FleetWorkloads read into the snapshot and PlacementDecisions written, 404 -> NotFoundError, and
+"a topology pool follows topology.version".
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from typing import Any
 
 import pytest
-import yaml
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
-from workflows.backend import NotFoundError
+from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import KubeFleetBackend
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 
-NS = "fleet"
 
-
-class ApiError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"status {status}")
-        self.status = status
-
-
-class Result:
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self._data)
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for k, v in patch.items():
-        if v is None:
-            target.pop(k, None)
-        elif isinstance(v, dict) and isinstance(target.get(k), dict):
-            _merge(target[k], v)
-        else:
-            target[k] = copy.deepcopy(v)
-
-
-class Resource:
-    def __init__(self, store: FakeDyn, kind: str) -> None:
-        self.store, self.kind = store, kind
-
-    def get(
-        self, name: str | None = None, namespace: str | None = None, label_selector: str = ""
-    ) -> Result:
-        objs = self.store.objects.setdefault(self.kind, {})
-        if name is not None:
-            obj = objs.get((namespace or "", name))
-            if obj is None:
-                raise ApiError(404)
-            return Result(obj)
-        items = [o for (ns, _), o in objs.items() if namespace in (None, ns)]
-        if label_selector:
-            key, value = label_selector.split("=", 1)
-            items = [o for o in items if o["metadata"].get("labels", {}).get(key) == value]
-        return Result({"items": items})
-
-    def patch(self, body: dict[str, Any], name: str, namespace: str, content_type: str) -> Result:
-        assert content_type == "application/merge-patch+json"
-        obj = self.store.objects.get(self.kind, {}).get((namespace, name))
-        if obj is None:
-            raise ApiError(404)
-        rv = body.get("metadata", {}).get("resourceVersion")
-        if rv is not None and rv != obj["metadata"]["resourceVersion"]:
-            raise ApiError(409)
-        _merge(obj, body)
-        self.store.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.store.rv)
-        self.store.patches.append((self.kind, name, copy.deepcopy(body)))
-        return Result(obj)
-
-
-class FakeDyn:
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-        self.patches: list[tuple[str, str, dict[str, Any]]] = []
-        self.rv = 1
-        self.resources = self
-
-    def get(self, api_version: str, kind: str) -> Resource:  # resources.get
-        return Resource(self, kind)
-
-    def add(self, kind: str, obj: dict[str, Any]) -> None:
-        obj["metadata"].setdefault("namespace", NS)
-        obj["metadata"].setdefault("resourceVersion", "1")
-        meta = obj["metadata"]
-        self.objects.setdefault(kind, {})[(meta["namespace"], meta["name"])] = obj
-
-
-def _fleet(topology: bool) -> FakeDyn:
-    dyn = FakeDyn()
+def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
+    dyn = FakeDyn(missing)
     dyn.add(
         "ClusterClass",
         {"metadata": {"name": "cc"}, "spec": {"kubernetesVersions": ["v1.33.0", "v1.34.0"]}},
@@ -154,13 +77,12 @@ def _fleet(topology: bool) -> FakeDyn:
             },
         )
     dyn.add(
-        "ConfigMap",
+        "FleetWorkload",
         {
-            "metadata": {"name": "w", "labels": {"calibrator.dev/fleet-workload": "true"}},
-            "data": {
-                "workload": yaml.safe_dump(
-                    {"name": "web", "namespace": "shop", "apis": ["apps/v1/Deployment"]}
-                )
+            "metadata": {"name": "web", "uid": "u-web", "generation": 3},
+            "spec": {
+                "apis": ["apps/v1/Deployment"],
+                "placement": {"clusterAffinity": {"matchLabels": {"env": "t"}}, "clusters": ["c1"]},
             },
         },
     )
@@ -185,7 +107,8 @@ def test_inventory_reads_lists_into_a_snapshot() -> None:
     assert [md.name for md in cluster.machine_deployments] == ["c1-md-0"]
     assert [str(v) for v in inv.snapshot.available_versions] == ["v1.33.0", "v1.34.0"]
     assert inv.namespaces == {"c1": NS}
-    assert [w.key for w in inv.snapshot.workloads] == ["shop/web"]
+    assert [w.key for w in inv.snapshot.workloads] == [f"{NS}/web"]
+    assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
     with pytest.raises(NotFoundError):
         asyncio.run(backend.inventory(("nope",)))
 
@@ -245,9 +168,52 @@ def test_taint_contract_and_placement_writes() -> None:
     assert not asyncio.run(backend.remove_taint(REF, UPGRADING_TAINT_KEY, "NoSchedule"))
     assert meta["labels"]["calibrator.dev/schedulable"] == "true"
     assert "calibrator.dev/taints" not in meta["annotations"]
-    decision = PlacementDecisionInfo("shop/web", (ClusterReplicasInfo("c1", 1),), reason="x")
+    decision = PlacementDecisionInfo(f"{NS}/web", (ClusterReplicasInfo("c1", 1),), reason="x")
     asyncio.run(backend.write_placement([decision], "c1: after step 1/2"))
     inv = asyncio.run(backend.inventory())
     assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
-    rows = json.loads(dyn.objects["ConfigMap"][(NS, "w")]["data"]["decisions"])
-    assert rows == [{"clusterName": "c1", "replicas": "1", "reason": "x"}]
+    pd = dyn.objects["PlacementDecision"][(NS, "web")]
+    assert pd["status"]["decisions"] == [{"clusterName": "c1", "replicas": "1", "reason": "x"}]
+    assert pd["metadata"]["ownerReferences"][0]["uid"] == "u-web"
+    fw = dyn.objects["FleetWorkload"][(NS, "web")]
+    assert fw["status"]["clusters"] == [{"name": "c1", "replicas": 1}]
+    assert fw["status"]["observedGeneration"] == 3
+    assert backend.placement_writes == [(f"{NS}/web", "c1: after step 1/2")]
+    with pytest.raises(NotFoundError, match=f"no FleetWorkload {NS}/gone"):
+        asyncio.run(
+            backend.write_placement(
+                [PlacementDecisionInfo(f"{NS}/gone", (ClusterReplicasInfo("c1", 1),))], "r"
+            )
+        )
+
+
+def test_current_placement_comes_from_the_last_decision_and_drops_unknown_clusters() -> None:
+    dyn = _fleet(topology=True)
+    fw = dyn.objects["FleetWorkload"][(NS, "web")]
+    fw["status"] = {"clusters": [{"name": "c1", "replicas": 1}, {"name": "deleted", "replicas": 1}]}
+    fw["spec"]["placement"]["clusters"] = ["gone-too"]
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
+
+
+def test_invalid_fleet_workload_is_named_in_the_error() -> None:
+    dyn = _fleet(topology=True)
+    fw = dyn.objects["FleetWorkload"][(NS, "web")]
+    fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
+    with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
+        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    fw["spec"]["apis"] = ["not-an-api"]
+    with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
+        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+
+
+def test_missing_crds_fail_with_one_clear_error() -> None:
+    dyn = _fleet(topology=True, missing=("FleetWorkload", "PlacementDecision"))
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    with pytest.raises(
+        NotFoundError, match=r"does not serve FleetWorkload \(calibrator\.dev/v1alpha1\)"
+    ):
+        asyncio.run(backend.inventory())
+    decision = PlacementDecisionInfo(f"{NS}/web", (ClusterReplicasInfo("c1", 1),))
+    with pytest.raises(NotFoundError, match=r"install the calibrator\.dev CRDs"):
+        asyncio.run(backend.write_placement([decision], "r"))

@@ -1,0 +1,299 @@
+"""Our API group ``calibrator.dev/v1alpha1``: FleetWorkload and PlacementDecision (DESIGN.md).
+
+* **CRDs** ship as package data (``orchestrator/kube/crds/*.yaml``); ``install_crds`` applies them
+  with server-side apply and waits until they are Established (idempotent).
+* **FleetWorkload -> snapshot workload**: ``workload_entry`` turns one object into a
+  ``workloads[]`` entry of the FleetSnapshot format (``metadata.namespace/name`` is the key, the
+  spec is that entry's fields, and ``status.clusters`` - the last decision - is the current
+  ``placement.clusters`` once written). ``fleet_workload`` is the inverse, from the domain model.
+  ``list_fleet_workloads`` is the reader: one LIST call.
+* **PlacementDecision writer**: ``write_placement_decisions`` keeps one PlacementDecision per
+  FleetWorkload (same namespace and name, label ``calibrator.dev/fleet-workload=<name>``, owned
+  by the FleetWorkload so it is garbage-collected with it) and server-side applies its
+  ``status.decisions`` - ``{clusterName, replicas, reason}``, every value a string, the Argo CD
+  clusterDecisionResource duck type - then the FleetWorkload's status with the same decision.
+
+Conversions are plain functions over dicts (unit-tested without a server); the I/O functions take
+a ``kubernetes.dynamic.DynamicClient`` (or anything with the same ``resources.get`` surface).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources as package_data
+from typing import Any, cast
+
+import yaml
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from orchestrator.domain.snapshot import FleetSnapshot, Workload, snapshot_to_mapping
+from orchestrator.kube.client import FIELD_MANAGER, apply
+
+GROUP = "calibrator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+FLEET_WORKLOAD = (API_VERSION, "FleetWorkload")
+PLACEMENT_DECISION = (API_VERSION, "PlacementDecision")
+WORKLOAD_LABEL = "calibrator.dev/fleet-workload"
+CRD_NAMES = ("fleetworkloads.calibrator.dev", "placementdecisions.calibrator.dev")
+CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+# Argo CD ApplicationSet clusterDecisionResource duck type of status.decisions.
+STATUS_LIST_KEY = "decisions"
+MATCH_KEY = "clusterName"
+
+
+class ApiMissingError(RuntimeError):
+    """The management cluster does not serve calibrator.dev/v1alpha1 (CRDs not installed)."""
+
+
+class WorkloadMissingError(LookupError):
+    """A decision names a workload that has no FleetWorkload."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+# ------------------------------------------------------------------------------------ CRDs
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions of calibrator.dev, from the package data."""
+    folder = package_data.files("orchestrator.kube").joinpath("crds")
+    docs: list[dict[str, Any]] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            docs += [d for d in yaml.safe_load_all(entry.read_text()) if d]
+    return docs
+
+
+def _established(crd: Mapping[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def install_crds(dyn: Any, timeout: float = 60.0) -> list[str]:
+    """Server-side apply our CRDs and wait until each is Established; returns their names."""
+    names = [str(apply(dyn, crd)["metadata"]["name"]) for crd in crd_manifests()]
+    crds = dyn.resources.get(api_version=CRD[0], kind=CRD[1])
+    deadline = time.monotonic() + timeout
+    while True:
+        items = crds.get().to_dict().get("items") or []
+        ready = {str(_meta(i).get("name")) for i in items if _established(i)}
+        waiting = sorted(set(names) - ready)
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"CRDs not Established after {timeout:.0f}s: {', '.join(waiting)}")
+        time.sleep(0.2)
+    dyn.resources.invalidate_cache()  # discovery must see the new kinds
+    return names
+
+
+def resource(dyn: Any, kind: tuple[str, str]) -> Any:
+    """The dynamic resource of one of our kinds, or ApiMissingError naming the remedy."""
+    for attempt in range(2):
+        try:
+            return dyn.resources.get(api_version=kind[0], kind=kind[1])
+        except ResourceNotFoundError:
+            if attempt == 0:
+                dyn.resources.invalidate_cache()  # installed after discovery was cached?
+    raise ApiMissingError(
+        f"the management cluster does not serve {kind[1]} ({API_VERSION}): install the "
+        "calibrator.dev CRDs (`calibrator env up` does; elsewhere `kubectl apply --server-side "
+        "-f orchestrator/kube/crds/`)"
+    )
+
+
+# ------------------------------------------------------------------------------------ FleetWorkload
+
+_SPEC_FIELDS = ("apis", "replicas", "requests", "placement")
+
+
+def workload_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """One FleetWorkload as a FleetSnapshot ``workloads[]`` entry (validated by the snapshot parser).
+
+    The current placement is ``status.clusters`` once the calibrator has written a decision, else
+    ``spec.placement.clusters`` (the initial placement the user declared).
+    """
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    entry: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
+    entry.update({k: copy.deepcopy(spec[k]) for k in _SPEC_FIELDS if spec.get(k) is not None})
+    decided = (obj.get("status") or {}).get("clusters")
+    if decided is not None:
+        placement = dict(entry.get("placement") or {})
+        placement["clusters"] = [str(c.get("name")) for c in decided]
+        entry["placement"] = placement
+    return entry
+
+
+def fleet_workload(workload: Workload) -> dict[str, Any]:
+    """The FleetWorkload object of a domain workload (``placement.clusters`` as the initial one)."""
+    dumped = snapshot_to_mapping(FleetSnapshot((), (), (workload,)))
+    (entry,) = cast(list[dict[str, Any]], dumped["workloads"])
+    spec = {k: v for k, v in entry.items() if k not in ("name", "namespace")}
+    placement = spec.get("placement") or {}
+    spec["placement"] = {k: v for k, v in placement.items() if v not in ([], None)}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": FLEET_WORKLOAD[1],
+        "metadata": {"name": workload.name, "namespace": workload.namespace},
+        "spec": spec,
+    }
+
+
+def _list(dyn: Any, kind: tuple[str, str], **kwargs: Any) -> list[dict[str, Any]]:
+    """One LIST; a 404 means discovery is stale (CRD deleted): look the kind up afresh once."""
+    kwargs = {k: v for k, v in kwargs.items() if v}
+    try:
+        items: list[dict[str, Any]] = resource(dyn, kind).get(**kwargs).to_dict()["items"]
+    except NotFoundError:
+        dyn.resources.invalidate_cache()
+        items = resource(dyn, kind).get(**kwargs).to_dict()["items"]
+    return items
+
+
+def list_fleet_workloads(dyn: Any, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Every FleetWorkload (of one namespace, or all): one LIST call."""
+    return _list(dyn, FLEET_WORKLOAD, namespace=namespace)
+
+
+# ------------------------------------------------------------------------------------ decisions
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where one workload (``namespace/name``) runs: ``(cluster, replicas)`` pairs and why."""
+
+    workload: str
+    clusters: tuple[tuple[str, int], ...]
+    reason: str
+
+
+def decision_rows(decision: Decision) -> list[dict[str, str]]:
+    """``status.decisions``: one ``{clusterName, replicas, reason}`` per cluster, all strings."""
+    return [
+        {MATCH_KEY: name, "replicas": str(replicas), "reason": decision.reason}
+        for name, replicas in decision.clusters
+    ]
+
+
+def placement_decision(owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The PlacementDecision object (metadata only) of a FleetWorkload: same name, owned by it."""
+    meta = _meta(owner)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": PLACEMENT_DECISION[1],
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {WORKLOAD_LABEL: meta["name"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": FLEET_WORKLOAD[1],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+    }
+
+
+def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    meta = _meta(obj)
+    refs = meta.get("ownerReferences") or []
+    return (meta.get("labels") or {}).get(WORKLOAD_LABEL) == _meta(owner).get("name") and any(
+        r.get("uid") == _meta(owner).get("uid") and r.get("controller") for r in refs
+    )
+
+
+def placement_decision_status(owner: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+    """The apply configuration of the PlacementDecision's status subresource."""
+    meta = _meta(owner)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": PLACEMENT_DECISION[1],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": {STATUS_LIST_KEY: decision_rows(decision)},
+    }
+
+
+def fleet_workload_status(
+    owner: Mapping[str, Any], decision: Decision, now: datetime
+) -> dict[str, Any]:
+    """The apply configuration of the FleetWorkload's status subresource (the same decision)."""
+    meta = _meta(owner)
+    status: dict[str, Any] = {
+        "clusters": [{"name": name, "replicas": replicas} for name, replicas in decision.clusters],
+        "selectedClusters": len(decision.clusters),
+        "reason": decision.reason,
+        "lastUpdateTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if meta.get("generation") is not None:
+        status["observedGeneration"] = int(meta["generation"])
+    return {
+        "apiVersion": API_VERSION,
+        "kind": FLEET_WORKLOAD[1],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": status,
+    }
+
+
+def _apply(res: Any, body: Mapping[str, Any]) -> None:
+    res.server_side_apply(
+        body=dict(body),
+        name=body["metadata"]["name"],
+        namespace=body["metadata"]["namespace"],
+        field_manager=FIELD_MANAGER,
+        force_conflicts=True,
+    )
+
+
+def write_placement_decisions(
+    dyn: Any,
+    decisions: Iterable[Decision],
+    namespace: str | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    """Write each decision: PlacementDecision status, then the FleetWorkload's status.
+
+    Two LIST calls (FleetWorkloads, PlacementDecisions), then per workload one status apply of
+    each; the PlacementDecision object itself is applied only when missing or not linked to its
+    FleetWorkload. A decision for a workload that has no FleetWorkload raises WorkloadMissingError naming it.
+    Returns the keys written.
+    """
+    todo = list(decisions)
+    if not todo:
+        return []
+    when = now or datetime.now(UTC)
+    owners = {
+        f"{_meta(o)['namespace']}/{_meta(o)['name']}": o
+        for o in list_fleet_workloads(dyn, namespace)
+    }
+    missing = sorted({d.workload for d in todo} - set(owners))
+    if missing:
+        raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
+    existing = {
+        f"{_meta(p)['namespace']}/{_meta(p)['name']}": p
+        for p in _list(dyn, PLACEMENT_DECISION, namespace=namespace, label_selector=WORKLOAD_LABEL)
+    }
+    pds = resource(dyn, PLACEMENT_DECISION)
+    fws = resource(dyn, FLEET_WORKLOAD)
+    written: list[str] = []
+    for d in todo:
+        owner = owners[d.workload]
+        current = existing.get(d.workload)
+        if current is None or not _owned_by(current, owner):
+            _apply(pds, placement_decision(owner))
+        _apply(pds.status, placement_decision_status(owner, d))
+        _apply(fws.status, fleet_workload_status(owner, d, when))
+        written.append(d.workload)
+    return written

@@ -1,0 +1,143 @@
+"""An in-memory stand-in for ``kubernetes.dynamic.DynamicClient`` (the calls our adapters make).
+
+Objects live in ``objects[kind][(namespace, name)]``. ``get`` lists (namespace and ``key=value``
+or ``key`` label selectors) or reads one; ``patch`` is a JSON merge patch honouring
+``metadata.resourceVersion`` (409 on mismatch); ``server_side_apply`` merges the applied fields
+(creating the object); ``<resource>.status.server_side_apply`` replaces status fields of an
+existing object (404 otherwise), as the status subresource does. Every write is logged in
+``writes`` as ``(verb, kind, name, body)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+NS = "fleet"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+
+class Result:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._data)
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    if "=" in selector:
+        key, value = selector.split("=", 1)
+        return labels.get(key) == value
+    return selector in labels
+
+
+class StatusResource:
+    def __init__(self, parent: Resource) -> None:
+        self.parent = parent
+
+    def server_side_apply(
+        self, body: dict[str, Any], name: str, namespace: str, **kwargs: Any
+    ) -> Result:
+        store = self.parent.store
+        obj = store.objects.get(self.parent.kind, {}).get((namespace, name))
+        if obj is None:
+            raise ApiError(404)
+        obj.setdefault("status", {}).update(copy.deepcopy(body["status"]))
+        store.bump(obj)
+        store.writes.append(("apply-status", self.parent.kind, name, copy.deepcopy(body)))
+        return Result(obj)
+
+
+class Resource:
+    def __init__(self, store: FakeDyn, kind: str) -> None:
+        self.store, self.kind = store, kind
+        self.status = StatusResource(self)
+
+    def get(
+        self, name: str | None = None, namespace: str | None = None, label_selector: str = ""
+    ) -> Result:
+        objs = self.store.objects.setdefault(self.kind, {})
+        if name is not None:
+            obj = objs.get((namespace or "", name))
+            if obj is None:
+                raise ApiError(404)
+            return Result(obj)
+        items = [o for (ns, _), o in objs.items() if namespace in (None, ns)]
+        if label_selector:
+            items = [o for o in items if _selected(o, label_selector)]
+        return Result({"items": items})
+
+    def patch(self, body: dict[str, Any], name: str, namespace: str, content_type: str) -> Result:
+        assert content_type == "application/merge-patch+json"
+        obj = self.store.objects.get(self.kind, {}).get((namespace, name))
+        if obj is None:
+            raise ApiError(404)
+        rv = body.get("metadata", {}).get("resourceVersion")
+        if rv is not None and rv != obj["metadata"]["resourceVersion"]:
+            raise ApiError(409)
+        merge(obj, body)
+        self.store.bump(obj)
+        self.store.patches.append((self.kind, name, copy.deepcopy(body)))
+        return Result(obj)
+
+    def server_side_apply(
+        self, body: dict[str, Any], name: str, namespace: str, **kwargs: Any
+    ) -> Result:
+        assert kwargs.get("field_manager") and kwargs.get("force_conflicts")
+        objs = self.store.objects.setdefault(self.kind, {})
+        obj = objs.get((namespace, name))
+        if obj is None:
+            obj = {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
+            objs[(namespace, name)] = obj
+        merge(obj, {k: v for k, v in body.items() if k != "status"})
+        self.store.bump(obj)
+        self.store.writes.append(("apply", self.kind, name, copy.deepcopy(body)))
+        return Result(obj)
+
+
+class FakeDyn:
+    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.writes: list[tuple[str, str, str, dict[str, Any]]] = []
+        self.missing = set(missing)  # kinds the server does not serve
+        self.invalidations = 0
+        self.rv = 1
+        self.resources = self
+
+    def get(self, api_version: str, kind: str) -> Resource:  # resources.get
+        if kind in self.missing:
+            from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+            raise ResourceNotFoundError(f"No matches found for {kind}")
+        return Resource(self, kind)
+
+    def invalidate_cache(self) -> None:  # resources.invalidate_cache
+        self.invalidations += 1
+
+    def bump(self, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def add(self, kind: str, obj: dict[str, Any]) -> None:
+        obj["metadata"].setdefault("namespace", NS)
+        obj["metadata"].setdefault("resourceVersion", "1")
+        meta = obj["metadata"]
+        self.objects.setdefault(kind, {})[(meta["namespace"], meta["name"])] = obj

@@ -1,0 +1,286 @@
+"""calibrator.dev/v1alpha1 objects <-> the snapshot workload model, CRD shape, and the writer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.domain.apicatalog import catalog
+from orchestrator.domain.snapshot import (
+    FleetSnapshot,
+    Workload,
+    load_snapshot,
+    snapshot_from_mapping,
+    snapshot_to_mapping,
+)
+from orchestrator.kube import fleetapi
+from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+
+ROOT = Path(__file__).parents[3]
+EXAMPLE = load_snapshot((ROOT / "examples" / "fleet.yaml").read_text())
+
+
+def _parse(example: FleetSnapshot, entries: list[dict[str, Any]]) -> tuple[Workload, ...]:
+    """Parse workload entries with the example's clusters (the snapshot rules validate them)."""
+    mapping = snapshot_to_mapping(example)
+    mapping["workloads"] = entries
+    return snapshot_from_mapping(mapping).workloads
+
+
+@pytest.mark.parametrize("workload", EXAMPLE.workloads, ids=lambda w: w.key)
+def test_model_to_object_to_model_round_trip(workload: Workload) -> None:
+    obj = fleetapi.fleet_workload(workload)
+    assert obj["apiVersion"] == "calibrator.dev/v1alpha1" and obj["kind"] == "FleetWorkload"
+    assert obj["metadata"] == {"name": workload.name, "namespace": workload.namespace}
+    assert set(obj["spec"]) <= {"apis", "replicas", "requests", "placement"}
+    assert _parse(EXAMPLE, [fleetapi.workload_entry(obj)]) == (workload,)
+
+
+def test_object_fields_mirror_the_snapshot_entry() -> None:
+    obj = {
+        "apiVersion": "calibrator.dev/v1alpha1",
+        "kind": "FleetWorkload",
+        "metadata": {"name": "api", "namespace": "shop", "uid": "u", "generation": 2},
+        "spec": {
+            "apis": ["apps/v1/Deployment", "v1/ConfigMap"],
+            "replicas": 4,
+            "requests": {"cpu": "500m", "memory": "1Gi"},
+            "placement": {
+                "clusterAffinities": [
+                    {"name": "eu", "matchLabels": {"region": "eu"}, "exclude": ["prod-eu-2"]},
+                    {
+                        "name": "any-prod",
+                        "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}],
+                    },
+                ],
+                "tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}],
+                "replicaScheduling": {
+                    "type": "Weighted",
+                    "weights": [{"matchLabels": {"region": "eu"}, "weight": 3, "maxReplicas": 3}],
+                },
+                "maxLatency": {"cluster": "prod-eu-1", "rttMs": 50},
+                "maxClusters": 2,
+                "clusters": ["prod-eu-1"],
+            },
+        },
+    }
+    entry = fleetapi.workload_entry(obj)
+    assert entry == {"name": "api", "namespace": "shop", **obj["spec"]}  # type: ignore[dict-item]
+    (workload,) = _parse(EXAMPLE, [entry])
+    assert [a.name for a in workload.placement.affinities] == ["eu", "any-prod"]
+    assert workload.placement.replica_scheduling.weights[0].max_replicas == 3
+    assert workload.placement.max_latency is not None
+    assert (
+        fleetapi.fleet_workload(workload)["spec"]
+        == fleetapi.fleet_workload(
+            _parse(EXAMPLE, [fleetapi.workload_entry(fleetapi.fleet_workload(workload))])[0]
+        )["spec"]
+    )
+
+
+def test_status_clusters_are_the_current_placement() -> None:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"placement": {"clusters": ["prod-eu-1"]}},
+    }
+    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-eu-1"]
+    obj["status"] = {"clusters": [{"name": "prod-us-1", "replicas": 2}]}
+    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-us-1"]
+    bare = {"metadata": {"name": "w", "namespace": "n"}, "status": obj["status"]}
+    assert fleetapi.workload_entry(bare) == {
+        "name": "w",
+        "namespace": "n",
+        "placement": {"clusters": ["prod-us-1"]},
+    }
+    assert "placement" not in fleetapi.workload_entry(
+        {"metadata": {"name": "w", "namespace": "n"}, "spec": {}}
+    )
+
+
+def test_default_workload_is_a_minimal_object() -> None:
+    obj = fleetapi.fleet_workload(Workload("w", "n"))
+    assert obj["spec"] == {"apis": [], "replicas": 1, "placement": {}}
+    entry = fleetapi.workload_entry(obj)
+    assert _parse(EXAMPLE, [entry]) == (Workload("w", "n"),)
+
+
+OWNER = {"metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "generation": 7}}
+DECISION = fleetapi.Decision("shop/web", (("prod-eu-1", 2), ("prod-us-1", 10)), "x: after step 1/2")
+
+
+def test_placement_decision_is_the_argo_cd_duck_type() -> None:
+    rows = fleetapi.decision_rows(DECISION)
+    assert rows == [
+        {"clusterName": "prod-eu-1", "replicas": "2", "reason": "x: after step 1/2"},
+        {"clusterName": "prod-us-1", "replicas": "10", "reason": "x: after step 1/2"},
+    ]
+    assert all(isinstance(v, str) for row in rows for v in row.values())
+    status = fleetapi.placement_decision_status(OWNER, DECISION)
+    assert status["metadata"] == {"name": "web", "namespace": "shop"}
+    assert status["status"] == {"decisions": rows}
+    pd = fleetapi.placement_decision(OWNER)
+    assert pd["metadata"]["labels"] == {"calibrator.dev/fleet-workload": "web"}
+    assert pd["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "calibrator.dev/v1alpha1",
+            "kind": "FleetWorkload",
+            "name": "web",
+            "uid": "u-1",
+            "controller": True,
+        }
+    ]
+    assert "status" not in pd and "spec" not in pd
+
+
+def test_fleet_workload_status() -> None:
+    now = datetime(2026, 3, 1, 12, 0, 5, 123, tzinfo=UTC)
+    body = fleetapi.fleet_workload_status(OWNER, DECISION, now)
+    assert body["status"] == {
+        "clusters": [{"name": "prod-eu-1", "replicas": 2}, {"name": "prod-us-1", "replicas": 10}],
+        "selectedClusters": 2,
+        "reason": "x: after step 1/2",
+        "lastUpdateTime": "2026-03-01T12:00:05Z",
+        "observedGeneration": 7,
+    }
+    # ... and it is what the reader takes as the current placement
+    obj = {**OWNER, "spec": {}, "status": body["status"]}
+    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-eu-1", "prod-us-1"]
+
+
+# ------------------------------------------------------------------------------------ CRDs
+
+
+def _nodes(schema: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _nodes(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), Mapping):
+        yield from _nodes(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), Mapping):
+        yield from _nodes(schema["additionalProperties"], f"{path}{{}}")
+
+
+def _crd(kind: str) -> dict[str, Any]:
+    (crd,) = [c for c in fleetapi.crd_manifests() if c["spec"]["names"]["kind"] == kind]
+    return crd
+
+
+def _schema(kind: str) -> dict[str, Any]:
+    (version,) = _crd(kind)["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_crds_are_namespaced_v1alpha1_with_status_and_structural_schemas() -> None:
+    crds = fleetapi.crd_manifests()
+    assert sorted(c["metadata"]["name"] for c in crds) == sorted(fleetapi.CRD_NAMES)
+    for crd in crds:
+        assert crd["spec"]["group"] == "calibrator.dev"
+        assert crd["spec"]["scope"] == "Namespaced"
+        (version,) = crd["spec"]["versions"]
+        assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+        assert version["subresources"] == {"status": {}}
+        assert version["additionalPrinterColumns"]
+        for path, node in _nodes(version["schema"]["openAPIV3Schema"]):
+            # structural: every node has a type (or is int-or-string), no $ref
+            assert "type" in node or node.get("x-kubernetes-int-or-string"), path
+            assert "$ref" not in node, path
+
+
+def test_fleet_workload_spec_mirrors_the_snapshot_workload() -> None:
+    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    assert set(spec) == {"apis", "replicas", "requests", "placement"}
+    placement = spec["placement"]["properties"]
+    assert set(placement) == {
+        "clusterAffinity",
+        "clusterAffinities",
+        "tolerations",
+        "clusters",
+        "replicaScheduling",
+        "maxLatency",
+        "maxClusters",
+    }
+    affinity = {"name", "matchLabels", "matchExpressions", "clusterNames", "exclude"}
+    assert set(placement["clusterAffinity"]["properties"]) == affinity
+    assert placement["clusterAffinities"]["items"] == placement["clusterAffinity"]
+    assert set(placement["tolerations"]["items"]["properties"]) == {
+        "key",
+        "operator",
+        "value",
+        "effect",
+        "tolerationSeconds",
+    }
+    rs = placement["replicaScheduling"]["properties"]
+    assert rs["type"]["enum"] == ["Duplicated", "Weighted", "Dynamic"]
+    assert set(rs["weights"]["items"]["properties"]) == {
+        "cluster",
+        "matchLabels",
+        "weight",
+        "minReplicas",
+        "maxReplicas",
+    }
+    assert set(placement["maxLatency"]["properties"]) == {"cluster", "region", "rttMs"}
+
+
+def test_api_pattern_accepts_every_catalog_api() -> None:
+    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    pattern = re.compile(spec["apis"]["items"]["pattern"])
+    apis = {str(a) for w in EXAMPLE.workloads for a in w.apis} | {str(a) for a in catalog()}
+    assert apis
+    assert all(pattern.match(a) for a in apis), sorted(a for a in apis if not pattern.match(a))
+    assert not pattern.match("apps/Deployment/v1") and not pattern.match("apps/v1")
+
+
+def test_placement_decision_status_items_are_strings() -> None:
+    status = _schema("PlacementDecision")["properties"]["status"]
+    assert status["required"] == ["decisions"]
+    items = status["properties"]["decisions"]["items"]
+    assert set(items["required"]) == {"clusterName", "replicas", "reason"}
+    assert {p["type"] for p in items["properties"].values()} == {"string"}
+
+
+# ------------------------------------------------------------------------------------ I/O
+
+
+def test_reader_is_one_list_call_and_missing_crds_are_named() -> None:
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "a"}, "spec": {}})
+    dyn.add("FleetWorkload", {"metadata": {"name": "b", "namespace": "other"}, "spec": {}})
+    assert [o["metadata"]["name"] for o in fleetapi.list_fleet_workloads(dyn, NS)] == ["a"]
+    assert len(fleetapi.list_fleet_workloads(dyn)) == 2
+    missing = FakeDyn(missing=("FleetWorkload",))
+    with pytest.raises(fleetapi.ApiMissingError, match="does not serve FleetWorkload"):
+        fleetapi.list_fleet_workloads(missing, NS)
+    assert missing.invalidations == 1  # discovery refreshed once before giving up
+
+
+def test_writer_links_once_and_rewrites_status() -> None:
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
+    first = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    second = fleetapi.Decision(f"{NS}/web", (("b", 2), ("c", 2)), "two")
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    assert fleetapi.write_placement_decisions(dyn, [first], NS, when) == [f"{NS}/web"]
+    assert [(verb, kind) for verb, kind, _, _ in dyn.writes] == [
+        ("apply", "PlacementDecision"),
+        ("apply-status", "PlacementDecision"),
+        ("apply-status", "FleetWorkload"),
+    ]
+    dyn.writes.clear()
+    fleetapi.write_placement_decisions(dyn, [second], NS, when)
+    assert [(verb, kind) for verb, kind, _, _ in dyn.writes] == [
+        ("apply-status", "PlacementDecision"),
+        ("apply-status", "FleetWorkload"),
+    ]
+    pd = dyn.objects["PlacementDecision"][(NS, "web")]
+    assert [r["clusterName"] for r in pd["status"]["decisions"]] == ["b", "c"]
+    assert dyn.objects["FleetWorkload"][(NS, "web")]["status"]["selectedClusters"] == 2
+    assert fleetapi.write_placement_decisions(dyn, [], NS) == []
+    with pytest.raises(fleetapi.WorkloadMissingError, match=f"no FleetWorkload {NS}/nope"):
+        fleetapi.write_placement_decisions(dyn, [replace(first, workload=f"{NS}/nope")], NS)
