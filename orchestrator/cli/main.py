@@ -35,8 +35,10 @@ app = typer.Typer(
 def _register_subcommands() -> None:
     from orchestrator.cli import calibration, demo
     from orchestrator.cli.env import env_app
+    from orchestrator.cli.fleet import fleet_app
 
     app.add_typer(env_app, name="env")
+    app.add_typer(fleet_app, name="fleet")
     calibration.register(app)
     demo.register(app)
 

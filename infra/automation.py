@@ -1,0 +1,221 @@
+"""``calibrator fleet up|preview|down``: the fleet program through Pulumi's Automation API.
+
+The program runs inline (``infra.program.main``), with the committed stack config of
+``infra/Pulumi.<stack>.yaml`` and the management plane's kubeconfig as a secret. State lives in a
+local file backend under the state directory, encrypted with a passphrase generated there once
+(or ``$PULUMI_CONFIG_PASSPHRASE``), so nothing needs an account or the network. The engine, the
+Python language host and the Kubernetes provider are the binaries tools/build.sh builds from Go
+modules; automatic plugin downloads are switched off, so a missing plugin is an error, not a
+download attempt. The policy pack in infra/policy runs on every preview and up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+
+from infra.program import main
+from infra.spec import CONFIG_NAMESPACE, FleetSpecError, parse_fleet
+
+INFRA = Path(__file__).resolve().parent
+POLICY_PACK = INFRA / "policy"
+BUILD_SCRIPT = INFRA.parent / "tools" / "build.sh"
+PROJECT = "calibrator-fleet"
+
+
+class FleetStackError(RuntimeError):
+    """The stack could not be set up or the engine reported a failure."""
+
+
+def default_state_dir() -> Path:
+    """``$CALIBRATOR_PULUMI_STATE_DIR`` or ``~/.local/state/fleet-calibrator/pulumi``."""
+    env = os.environ.get("CALIBRATOR_PULUMI_STATE_DIR")
+    return Path(env) if env else Path.home() / ".local" / "state" / "fleet-calibrator" / "pulumi"
+
+
+def resolve_pulumi_bin(progress: Callable[[str], None] = lambda _: None) -> Path:
+    """``$CALIBRATOR_PULUMI_BIN_DIR``, or build/reuse the pinned Pulumi binaries."""
+    env = os.environ.get("CALIBRATOR_PULUMI_BIN_DIR")
+    if env:
+        return Path(env)
+    progress("building or reusing the pinned Pulumi binaries (tools/build.sh --set pulumi)")
+    proc = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "--set", "pulumi"],
+        stdout=subprocess.PIPE,
+        stderr=sys.stderr,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise FleetStackError(f"tools/build.sh --set pulumi failed (exit {proc.returncode})")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def stack_config(stack: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The stack file's ``calibrator-fleet:*`` values plus ``overrides``, validated.
+
+    Validation happens here, before the engine starts, so bad config is one clear error.
+    """
+    path = INFRA / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name.split(".")[1] for p in INFRA.glob("Pulumi.*.yaml"))
+        raise FleetSpecError(f"stack {stack!r}: no {path.name} (known stacks: {', '.join(known)})")
+    doc = yaml.safe_load(path.read_text()) or {}
+    prefix = f"{CONFIG_NAMESPACE}:"
+    values = {
+        key[len(prefix) :]: value
+        for key, value in (doc.get("config") or {}).items()
+        if key.startswith(prefix)
+    }
+    values.update(overrides or {})
+    parse_fleet({k: v for k, v in values.items() if k != "environment"})
+    return values
+
+
+@dataclass(frozen=True)
+class FleetStack:
+    """One fleet stack on this machine: where its state is and how to reach the engine."""
+
+    stack: str
+    kubeconfig: Path | None
+    state_dir: Path = field(default_factory=default_state_dir)
+    bin_dir: Path | None = None
+    policy: bool = True
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def _passphrase(self) -> str:
+        env = os.environ.get("PULUMI_CONFIG_PASSPHRASE")
+        if env is not None:
+            return env
+        path = self.state_dir / "passphrase"
+        if not path.exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+    def open(self, progress: Callable[[str], None]) -> auto.Stack:
+        """Create or select the stack with its config; nothing is deployed yet."""
+        values = stack_config(self.stack, self.overrides)
+        bin_dir = self.bin_dir or resolve_pulumi_bin(progress)
+        if not (bin_dir / "pulumi").exists():
+            raise FleetStackError(f"{bin_dir}/pulumi not found")
+        # PulumiCommand looks for <root>/bin/pulumi; give it that layout without copying.
+        root = self.state_dir / "cli"
+        (root).mkdir(parents=True, exist_ok=True)
+        link = root / "bin"
+        if link.is_symlink() and link.resolve() != bin_dir.resolve():
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(bin_dir.resolve(), target_is_directory=True)
+        backend = self.state_dir / "backend"
+        backend.mkdir(parents=True, exist_ok=True)
+        env = {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PULUMI_CONFIG_PASSPHRASE": self._passphrase(),
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+        }
+        opts = auto.LocalWorkspaceOptions(
+            work_dir=str(self.state_dir / "work" / self.stack),
+            pulumi_home=str(self.state_dir / "home"),
+            env_vars=env,
+            secrets_provider="passphrase",
+            project_settings=auto.ProjectSettings(
+                name=PROJECT,
+                runtime="python",
+                backend=auto.ProjectBackend(url=f"file://{backend}"),
+            ),
+            pulumi_command=auto.PulumiCommand(root=str(root), skip_version_check=True),
+        )
+        Path(opts.work_dir or "").mkdir(parents=True, exist_ok=True)
+        stack = auto.create_or_select_stack(
+            stack_name=self.stack, project_name=PROJECT, program=main, opts=opts
+        )
+        config = {
+            f"{CONFIG_NAMESPACE}:{key}": auto.ConfigValue(
+                value=value if isinstance(value, str) else json.dumps(value)
+            )
+            for key, value in values.items()
+        }
+        if self.kubeconfig is not None:
+            if not self.kubeconfig.exists():
+                raise FleetSpecError(f"kubeconfig {self.kubeconfig} does not exist")
+            config[f"{CONFIG_NAMESPACE}:kubeconfig"] = auto.ConfigValue(
+                value=self.kubeconfig.read_text(), secret=True
+            )
+        stack.set_all_config(config)
+        return stack
+
+    def _policy(self) -> list[str] | None:
+        return [str(POLICY_PACK)] if self.policy else None
+
+    def up(self, progress: Callable[[str], None]) -> dict[str, Any]:
+        """Deploy; returns a JSON-able summary (changes, outputs, seconds)."""
+        stack = self.open(progress)
+        try:
+            result = stack.up(on_output=progress, policy_packs=self._policy(), color="never")
+        except auto.errors.CommandError as err:
+            raise FleetStackError(_engine_error(err)) from None
+        summary = result.summary
+        return {
+            "stack": self.stack,
+            "result": summary.result,
+            "changes": dict(summary.resource_changes or {}),
+            "seconds": _seconds(summary),
+            "outputs": {k: v.value for k, v in result.outputs.items() if not v.secret},
+        }
+
+    def preview(self, progress: Callable[[str], None]) -> dict[str, Any]:
+        """What ``up`` would change, with the policy pack's verdict."""
+        stack = self.open(progress)
+        try:
+            result = stack.preview(on_output=progress, policy_packs=self._policy(), color="never")
+        except auto.errors.CommandError as err:
+            raise FleetStackError(_engine_error(err)) from None
+        return {"stack": self.stack, "changes": dict(result.change_summary)}
+
+    def down(self, progress: Callable[[str], None]) -> dict[str, Any]:
+        """Destroy everything the stack created (clusters first, then the ClusterClass)."""
+        stack = self.open(progress)
+        try:
+            result = stack.destroy(on_output=progress, color="never")
+        except auto.errors.CommandError as err:
+            raise FleetStackError(_engine_error(err)) from None
+        summary = result.summary
+        return {
+            "stack": self.stack,
+            "result": summary.result,
+            "changes": dict(summary.resource_changes or {}),
+            "seconds": _seconds(summary),
+        }
+
+
+def _engine_error(err: auto.errors.CommandError) -> str:
+    """The engine's own diagnostic lines (policy violations, provider errors), not a traceback."""
+    text = str(err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    keep = [
+        ln
+        for ln in lines
+        if "error" in ln.lower() or "mandatory" in ln.lower() or "violation" in ln.lower()
+    ]
+    return "; ".join(keep[-8:]) or (lines[-1] if lines else "pulumi failed")
+
+
+def _seconds(summary: auto.UpdateSummary) -> float:
+    if summary.end_time is None or summary.start_time is None:
+        return 0.0
+    return (summary.end_time - summary.start_time).total_seconds()
