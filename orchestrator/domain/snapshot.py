@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import yaml
 
@@ -512,9 +512,23 @@ def _latency(raw: object, where: str) -> LatencyConstraint | None:
     )
 
 
-def _placement(raw: object, where: str) -> PlacementPolicy:
+_T = TypeVar("_T")
+
+
+def _interned(pool: dict[Any, Any], value: _T) -> _T:
+    """The first parsed value equal to ``value``.
+
+    Equal sub-objects of a snapshot (the same API, selector, toleration list...) are then one
+    object: comparing them short-circuits on identity, and a cache may key them by ``id()``.
+    """
+    found: _T = pool.setdefault(value, value)
+    return found
+
+
+def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> PlacementPolicy:
     if raw is None:
         return PlacementPolicy()
+    pool = {} if pool is None else pool
     data = _mapping(raw, where)
     _check_fields(
         data,
@@ -549,38 +563,40 @@ def _placement(raw: object, where: str) -> PlacementPolicy:
     )
     max_clusters = data.get("maxClusters")
     return PlacementPolicy(
-        affinities=affinities,
-        tolerations=tolerations,
+        affinities=_interned(pool, affinities),
+        tolerations=_interned(pool, tolerations),
         clusters=clusters,
-        replica_scheduling=_replica_scheduling(
-            data.get("replicaScheduling"), f"{where}.replicaScheduling"
+        replica_scheduling=_interned(
+            pool,
+            _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling"),
         ),
-        max_latency=_latency(data.get("maxLatency"), f"{where}.maxLatency"),
+        max_latency=_interned(pool, _latency(data.get("maxLatency"), f"{where}.maxLatency")),
         max_clusters=None
         if max_clusters is None
         else _int(max_clusters, f"{where}.maxClusters", 1),
     )
 
 
-def _workload(raw: object, where: str) -> Workload:
+def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
+    pool = {} if pool is None else pool
     data = _mapping(raw, where)
     _check_fields(data, {"name", "namespace", "apis", "replicas", "requests", "placement"}, where)
     apis: list[ApiRef] = []
     for i, api in enumerate(_list(data.get("apis"), f"{where}.apis")):
         try:
-            apis.append(ApiRef.parse(api))
+            apis.append(_interned(pool, ApiRef.parse(api)))
         except InputError as err:
             raise _wrap(f"{where}.apis[{i}]", err) from None
     namespace = data.get("namespace", "default")
     return Workload(
         name=_name(_required(data, "name", where), f"{where}.name"),
         namespace=_name(namespace, f"{where}.namespace"),
-        apis=tuple(apis),
+        apis=_interned(pool, tuple(apis)),
         replicas=_int(data.get("replicas", 1), f"{where}.replicas"),
-        requests=_resources(data["requests"], f"{where}.requests")
+        requests=_interned(pool, _resources(data["requests"], f"{where}.requests"))
         if data.get("requests")
         else Resources(),
-        placement=_placement(data.get("placement"), f"{where}.placement"),
+        placement=_placement(data.get("placement"), f"{where}.placement", pool),
     )
 
 
@@ -613,8 +629,9 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
     if duplicates:
         raise SnapshotError(f"clusters: duplicate cluster name(s) {', '.join(duplicates)}")
     known = set(names)
+    pool: dict[Any, Any] = {}
     workloads = tuple(
-        _workload(w, f"workloads[{i}]")
+        _workload(w, f"workloads[{i}]", pool)
         for i, w in enumerate(_list(data.get("workloads"), "workloads"))
     )
     keys = [w.key for w in workloads]

@@ -4,19 +4,25 @@ The context is built once per run. Static facts (labels, taints, versions, links
 during a run, so plugins that read only those can be cached per equivalence class. Free capacity
 does change: each placement consumes some, in workload order, so the batch never overcommits. The
 ledger keeps every consumption with the sequence number of the workload that made it, which lets a
-decision explain itself later (lazily) with the free capacity *that workload saw*.
+decision explain itself later (lazily) with the free capacity *that workload saw*. It is a flat
+list of ints per cluster (``seq, cpu, mem, seq, cpu, mem, ...``): ints are not containers, so a
+batch of 10,000 placements leaves nothing for the garbage collector to trace.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, NetworkLink, Resources, Workload
 
 # Free capacity of a cluster whose capacity is unknown: large enough that every comparison in the
 # hot loops says "fits" without a separate branch, small enough to stay a machine-size int.
 UNKNOWN_FREE = 1 << 62
+# No measured round trips (shared, never written).
+_NONE: Mapping[str, float] = MappingProxyType({})
 
 
 def minimum_share(workload: Workload) -> int:
@@ -45,14 +51,19 @@ def credited_replicas(workload: Workload, cluster_name: str) -> int:
     return workload.replicas // len(current)
 
 
-def build_rtt(links: Iterable[NetworkLink]) -> dict[tuple[str, str], float]:
-    """Round trips by (from, to); a link counts both ways unless the reverse is measured too."""
-    explicit: dict[tuple[str, str], float] = {}
+def build_rtt(links: Iterable[NetworkLink]) -> dict[str, dict[str, float]]:
+    """Round trips by from, then to; a link counts both ways unless the reverse is measured too.
+
+    Nested by name rather than keyed by (from, to) pairs: a fleet's thousands of links then
+    make a dict per cluster, not a tuple per link for the garbage collector to trace.
+    """
+    explicit: dict[str, dict[str, float]] = {}
     for link in links:
-        explicit[(link.source, link.target)] = link.rtt_ms
-    rtt = dict(explicit)
-    for (source, target), value in explicit.items():
-        rtt.setdefault((target, source), value)
+        explicit.setdefault(link.source, {})[link.target] = link.rtt_ms
+    rtt = {source: dict(targets) for source, targets in explicit.items()}
+    for source, targets in explicit.items():
+        for target, value in targets.items():
+            rtt.setdefault(target, {}).setdefault(source, value)
     return rtt
 
 
@@ -79,6 +90,7 @@ class PlacementContext:
         "rtt_ms",
         "seq",
         "snapshot",
+        "unknown",
     )
 
     def __init__(self, snapshot: FleetSnapshot) -> None:
@@ -86,6 +98,7 @@ class PlacementContext:
         self.clusters: tuple[Cluster, ...] = tuple(sorted(snapshot.clusters, key=_name))
         self.index: dict[str, int] = {c.name: i for i, c in enumerate(self.clusters)}
         self.known: list[bool] = [c.capacity is not None for c in self.clusters]
+        self.unknown = tuple(i for i, known in enumerate(self.known) if not known)
         self.cap_cpu: list[int] = [c.capacity.cpu_milli if c.capacity else 0 for c in self.clusters]
         self.cap_mem: list[int] = [
             c.capacity.memory_bytes if c.capacity else 0 for c in self.clusters
@@ -107,15 +120,15 @@ class PlacementContext:
         self.regions: list[str | None] = [c.region for c in self.clusters]
         self.rtt_ms = build_rtt(snapshot.network)
         region_of = dict(zip(self.index, self.regions, strict=True))
-        best: dict[tuple[str, str], float] = {}
-        for (source, target), value in self.rtt_ms.items():
-            region = region_of.get(target)
-            if region is not None:
-                key = (source, region)
-                if value < best.get(key, float("inf")):
-                    best[key] = value
+        best: dict[str, dict[str, float]] = {}
+        for source, targets in self.rtt_ms.items():
+            mine = best[source] = {}
+            for target, value in targets.items():
+                region = region_of.get(target)
+                if region is not None and value < mine.get(region, float("inf")):
+                    mine[region] = value
         self._region_rtt = best
-        self._consumed: list[list[tuple[int, int, int]]] = [[] for _ in self.clusters]
+        self._consumed: list[list[int]] = [[] for _ in self.clusters]
         self.seq: int | None = None
 
     # ---------------------------------------------------------------- network
@@ -123,13 +136,13 @@ class PlacementContext:
         """Measured round trip between two clusters (0 to itself); None when never measured."""
         if source == target:
             return 0.0
-        return self.rtt_ms.get((source, target))
+        return self.rtt_ms.get(source, _NONE).get(target)
 
     def rtt_to_region(self, cluster: Cluster, region: str) -> float | None:
         """Best round trip from ``cluster`` to any cluster of ``region`` (0 when it is in it)."""
         if cluster.region == region:
             return 0.0
-        return self._region_rtt.get((cluster.name, region))
+        return self._region_rtt.get(cluster.name, _NONE).get(region)
 
     # ---------------------------------------------------------------- capacity
     def free(self, cluster: Cluster) -> Resources | None:
@@ -139,11 +152,12 @@ class PlacementContext:
             return None
         cpu, mem = self.free_cpu[i], self.free_mem[i]
         if self.seq is not None:
-            for seq, used_cpu, used_mem in reversed(self._consumed[i]):
-                if seq < self.seq:
+            ledger = self._consumed[i]
+            for end in range(len(ledger), 0, -3):
+                if ledger[end - 3] < self.seq:
                     break
-                cpu += used_cpu
-                mem += used_mem
+                cpu += ledger[end - 2]
+                mem += ledger[end - 1]
         return Resources(cpu, mem)
 
     def replicas_fitting(self, i: int, workload: Workload) -> int | None:
@@ -161,37 +175,57 @@ class PlacementContext:
         return room + credited_replicas(workload, self.clusters[i].name)
 
     def rooms(self, workload: Workload, indices: Sequence[int]) -> list[int | None]:
-        """``replicas_fitting`` for many clusters at once (one comprehension, credits patched)."""
+        """``replicas_fitting`` for many clusters at once; ``indices`` ascending.
+
+        One comprehension, then the few clusters of unknown capacity and the current ones patched
+        (found by bisection: a pool can hold every cluster of the fleet).
+        """
         cpu, mem = workload.requests.cpu_milli, workload.requests.memory_bytes
         if cpu <= 0 or mem <= 0:
             return [self.replicas_fitting(i, workload) for i in indices]
-        fc, fm, known = self.free_cpu, self.free_mem, self.known
+        fc, fm = self.free_cpu, self.free_mem
         rooms: list[int | None] = [
-            min(fc[i] // cpu, fm[i] // mem) if known[i] else None for i in indices
+            c if (c := fc[i] // cpu) < (m := fm[i] // mem) else m for i in indices
         ]
-        if workload.placement.clusters:
-            position = {i: p for p, i in enumerate(indices)}
-            for name in workload.placement.clusters:
-                p = position.get(self.index.get(name, -1), -1)
-                if p >= 0:
-                    rooms[p] = self.replicas_fitting(indices[p], workload)
+        patch = [*self.unknown, *[self.index.get(n, -1) for n in workload.placement.clusters]]
+        size = len(indices)
+        for i in patch:  # few: capacity is usually known, current placements are short
+            p = bisect.bisect_left(indices, i)
+            if p < size and indices[p] == i:
+                rooms[p] = self.replicas_fitting(i, workload)
         return rooms
 
-    def consume(self, seq: int, workload: Workload, assignment: Sequence[tuple[int, int]]) -> None:
-        """Take what ``workload`` needs beyond the replicas credited to it on each cluster."""
+    def consume(
+        self, seq: int, workload: Workload, assignment: Sequence[tuple[int, int]]
+    ) -> list[int]:
+        """Take what ``workload`` needs beyond the replicas credited to it on each cluster.
+
+        Returns the clusters whose free capacity changed (none when it stays where it runs).
+        """
         req = workload.requests
+        changed: list[int] = []
         if req.cpu_milli <= 0 and req.memory_bytes <= 0:
-            return
+            return changed
+        current = workload.placement.clusters
+        known, clusters, consumed = self.known, self.clusters, self._consumed
+        free_cpu, free_mem = self.free_cpu, self.free_mem
+        last, used, cpu, mem = 0, (seq, 0, 0), 0, 0  # equal ledger entries are shared
         for i, replicas in assignment:
-            if not self.known[i]:
+            if not known[i]:
                 continue
-            extra = replicas - credited_replicas(workload, self.clusters[i].name)
-            if extra <= 0:
-                continue
-            cpu, mem = extra * req.cpu_milli, extra * req.memory_bytes
-            self.free_cpu[i] -= cpu
-            self.free_mem[i] -= mem
-            self._consumed[i].append((seq, cpu, mem))
+            extra = replicas
+            if current and clusters[i].name in current:
+                extra -= credited_replicas(workload, clusters[i].name)
+                if extra <= 0:
+                    continue
+            if extra != last:
+                cpu, mem = extra * req.cpu_milli, extra * req.memory_bytes
+                last, used = extra, (seq, cpu, mem)
+            free_cpu[i] -= cpu
+            free_mem[i] -= mem
+            consumed[i].extend(used)
+            changed.append(i)
+        return changed
 
     def at(self, seq: int) -> PlacementContext:
         """The same context as the workload with sequence number ``seq`` saw it (for reasons)."""

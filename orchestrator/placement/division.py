@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +50,70 @@ def largest_remainder(
 ) -> list[int]:
     """Split ``total`` by ``weights`` (Hamilton's method): floors first, then +1 by remainder.
 
-    Equal remainders go to the better score, then the lower position.
+    Equal remainders go to the better score, then the lower position. Scores are read only to
+    break a tie at the cut, and only for the tied positions (see ``scores_at``).
+    """
+    shares = [0] * len(weights)
+    for k, share in _largest_remainder(total, weights, scores, positions).items():
+        shares[k] = share
+    return shares
+
+
+def _largest_remainder(
+    total: int, weights: Sequence[int], scores: Sequence[int], positions: Sequence[int]
+) -> dict[int, int]:
+    """``largest_remainder`` as {index into weights: share} for the shares that are not 0.
+
+    Few replicas over many clusters is the common case: every floor is 0, and the remainders
+    are ``total * w`` (ordered like the weights), so the shares come from one sort in C and a
+    few scans, with no pass over the clusters in Python.
     """
     weight_sum = sum(weights)
     if weight_sum <= 0 or total <= 0:
-        return [0] * len(weights)
-    shares = [total * w // weight_sum for w in weights]
-    left = total - sum(shares)
-    if left:
+        return {}
+    shares: dict[int, int]
+    remainders: Sequence[int]
+    if total * max(weights) < weight_sum:
+        shares = {}
+        left = total
+        remainders = weights  # same order (and ties) as total * w, since total > 0
+    else:
+        floors = [total * w // weight_sum for w in weights]
+        shares = {k: share for k, share in enumerate(floors) if share}
+        left = total - sum(floors)
+        if not left:
+            return shares
         remainders = [total * w % weight_sum for w in weights]
-        cut = sorted(remainders, reverse=True)[left - 1]
-        winners = [k for k, r in enumerate(remainders) if r > cut]
-        tied = [k for k, r in enumerate(remainders) if r == cut]
-        if len(tied) > left - len(winners):
-            tied.sort(key=lambda k: (-scores[positions[k]], positions[k]))
-        for k in winners + tied[: left - len(winners)]:
-            shares[k] += 1
+    # The ``left`` largest remainders (one sort in C; stable, so equal ones stay in position
+    # order). At the cut, ties go to the better score, then the lower position.
+    order = sorted(range(len(remainders)), key=remainders.__getitem__, reverse=True)
+    cut = remainders[order[left - 1]]
+    start, end = left - 1, left
+    while start and remainders[order[start - 1]] == cut:
+        start -= 1
+    while end < len(order) and remainders[order[end]] == cut:
+        end += 1
+    tied = order[start:end]
+    room = left - start
+    if len(tied) > room:
+        tied_scores = scores_at(scores, [positions[k] for k in tied])
+        ranked = sorted(range(len(tied)), key=lambda t: (-tied_scores[t], positions[tied[t]]))
+        tied = [tied[t] for t in ranked]
+    for k in order[:start] + tied[:room]:
+        shares[k] = shares.get(k, 0) + 1
     return shares
+
+
+def scores_at(scores: Sequence[int], positions: Sequence[int]) -> list[int]:
+    """``[scores[p] for p in positions]``, computing only those for lazy scores.
+
+    Lazy scores (the scheduler's) have an ``at(positions)`` method that works out just the
+    positions asked for, in one batch.
+    """
+    at = getattr(scores, "at", None)
+    if at is not None:
+        return cast(list[int], at(positions))
+    return [scores[p] for p in positions]
 
 
 def _fill(
@@ -155,24 +203,39 @@ def dynamic(
     replicas: int, scores: Sequence[int], rooms: Sequence[int | None], max_clusters: int | None
 ) -> Allocation:
     """Proportional to room; unknown-capacity clusters take only the overflow, evenly."""
-    eligible = [p for p in range(len(scores)) if rooms[p] is None or (rooms[p] or 0) > 0]
-    chosen = eligible
-    if max_clusters is not None and max_clusters < len(eligible):
-        chosen = sorted(best(scores, max_clusters, eligible))
-    known = [p for p in chosen if rooms[p] is not None]
-    unknown = [p for p in chosen if rooms[p] is None]
-    room_known = [r or 0 for r in rooms]
+    if max_clusters is None:
+        # Every cluster with room, or of unknown capacity (list operations in C: the pool
+        # can be every cluster of the fleet).
+        unknown: list[int] = []
+        for _ in range(rooms.count(None)):
+            unknown.append(rooms.index(None, unknown[-1] + 1 if unknown else 0))
+        known = list(range(len(rooms)))
+        room_known = cast(list[int], list(rooms))
+        for p in reversed(unknown):
+            del known[p], room_known[p]
+        if room_known and min(room_known) <= 0:
+            kept = [k for k, room in enumerate(room_known) if room > 0]
+            known = [known[k] for k in kept]
+            room_known = [room_known[k] for k in kept]
+    else:
+        eligible = [p for p, r in enumerate(rooms) if r is None or r > 0]
+        chosen = eligible
+        if max_clusters < len(eligible):
+            chosen = sorted(best(scores, max_clusters, eligible))
+        known = [p for p in chosen if rooms[p] is not None]
+        unknown = [p for p in chosen if rooms[p] is None]
+        room_known = [rooms[p] or 0 for p in known]
     assigned: dict[int, int] = {}
-    total_room = sum(room_known[p] for p in known)
+    total_room = sum(room_known)
     if replicas <= total_room:
         # Proportional to room never exceeds the room (floor(R*r/S) + 1 <= r when R <= S), so
         # one largest-remainder pass is the whole division.
-        shares = largest_remainder(replicas, [room_known[p] for p in known], scores, known)
-        assigned = {p: share for p, share in zip(known, shares, strict=True) if share}
+        shares = _largest_remainder(replicas, room_known, scores, known)
+        assigned = {known[k]: shares[k] for k in sorted(shares)}
         remaining = 0
     else:
-        for p in known:
-            assigned[p] = room_known[p]
+        for p, room in zip(known, room_known, strict=True):
+            assigned[p] = room
         remaining = replicas - total_room
         remaining = _fill(
             remaining,

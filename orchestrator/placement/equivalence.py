@@ -7,12 +7,20 @@ across plugins one machine-level AND per 64 clusters).
 
 The two per-cluster facts are exact, never approximated: clusters a plugin names individually get
 their own class, and clusters in a workload's current placement are asked again as such.
+
+A filter that can say *whether* a cluster fits without saying *why* (``FitsFilter``) is asked only
+that when a key is first seen; the reasons are asked for, class by class, when an explanation
+reads them. A key whose answer is one and the same for every class not named (``only_named``) is
+asked once, not once per class.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Hashable
+import functools
+import itertools
+import operator
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Generic, TypeVar
 
 from orchestrator.domain.snapshot import Cluster, Workload
@@ -22,6 +30,7 @@ from orchestrator.placement.framework import (
     WORKLOAD_FACTS,
     FilterPlugin,
     FilterResult,
+    FitsFilter,
     NamedClusters,
     Plugin,
     ScorePlugin,
@@ -31,14 +40,33 @@ from orchestrator.placement.framework import (
 R = TypeVar("R", FilterResult, int)
 
 
+_ZERO_ONE = bytes.maketrans(b"01", b"\x00\x01")
+
+
 def bits(mask: int) -> list[int]:
-    """Positions of the set bits, ascending."""
-    out: list[int] = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+    """Positions of the set bits, ascending (C-speed: binary digits as selector bytes)."""
+    digits = selectors(mask, 0)
+    return list(itertools.compress(range(len(digits)), digits))
+
+
+_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
+
+
+def mask_of(flags: Sequence[bool]) -> int:
+    """The bitmask with bit ``i`` set where ``flags[i]`` is true (built in C, via a binary string)."""
+    if not flags:
+        return 0
+    return int(bytes(flags)[::-1].translate(_DIGITS), 2)
+
+
+def selectors(mask: int, size: int) -> bytes:
+    """One byte per position, 1 where the bit is set, at least ``size`` long.
+
+    ``selectors(mask, n)[i]`` tests a bit without shifting a big int, and ``filter`` or
+    ``itertools.compress`` can run over it at C speed.
+    """
+    digits = bin(mask)[:1:-1].encode().translate(_ZERO_ONE)
+    return digits.ljust(size, b"\x00")
 
 
 def without_current(workload: Workload) -> Workload:
@@ -66,16 +94,47 @@ def _empty_key(workload: Workload) -> Hashable:
     return ()
 
 
+def _first_not_in(members: list[int], named: frozenset[int]) -> int:
+    """The first of ``members`` that is not named, or -1."""
+    for i in members:
+        if i not in named:
+            return i
+    return -1
+
+
 class Entry(Generic[R]):
-    """Cached answers of one plugin for one workload key."""
+    """Cached answers of one plugin for one workload key.
 
-    __slots__ = ("current", "mask", "named", "results", "scores", "workload")
+    ``reps`` names the cluster asked for each class (class id -> cluster index), except when one
+    cluster answers for every class not named (``shared``, else -1); ``results`` holds
+    the answers (for a filter with ``fits``, filled only when an explanation asks), ``fits`` a
+    filter's verdicts, ``current`` and ``current_fits`` the exact answers for current clusters.
+    """
 
-    def __init__(self, workload: Workload, named: frozenset[int]) -> None:
+    __slots__ = (
+        "current",
+        "current_fits",
+        "fits",
+        "mask",
+        "named",
+        "reps",
+        "results",
+        "scores",
+        "shared",
+        "workload",
+    )
+
+    def __init__(
+        self, workload: Workload, named: frozenset[int], reps: dict[int, int], shared: int
+    ) -> None:
         self.workload = workload
         self.named = named
+        self.reps = reps
+        self.shared = shared
         self.results: dict[int, R] = {}
         self.current: dict[int, R] = {}
+        self.fits: dict[int, bool] = {}
+        self.current_fits: dict[int, bool] = {}
         self.mask = 0
         self.scores: list[int] = []
 
@@ -88,11 +147,14 @@ class Table(Generic[R]):
         "clusters",
         "ctx",
         "entries",
+        "first",
+        "first_reps",
         "group_mask",
         "group_of",
         "members",
         "named_fn",
         "only_named_fn",
+        "per_cluster",
         "plugin",
         "uses_current",
         "wkey",
@@ -131,6 +193,11 @@ class Table(Generic[R]):
             self.members[gid].append(i)
             self.group_of.append(gid)
         self.group_mask = [sum(1 << i for i in m) for m in self.members]
+        # Each class's first cluster, as a class id -> cluster map shared by every entry that
+        # names no cluster (most do).
+        self.first = [members[0] for members in self.members]
+        self.first_reps = dict(enumerate(self.first))
+        self.per_cluster = self.first == list(range(len(self.clusters)))
         self.wkey = workload_key_fn(plugin)
         self.entries: dict[Hashable, Entry[R]] = {}
 
@@ -138,11 +205,13 @@ class Table(Generic[R]):
         """A class id: the cluster's group, or its own (negative) id when named."""
         return -(i + 1) if i in entry.named else self.group_of[i]
 
-    def entry(self, key: Hashable, workload: Workload) -> Entry[R]:
-        """The cache entry for ``key``, asking the plugin once per class on a miss."""
-        found = self.entries.get(key)
-        if found is not None:
-            return found
+    def _new_entry(self, workload: Workload) -> Entry[R]:
+        """An entry with its classes and the cluster to ask for each, nothing asked yet.
+
+        A class's representative is its first cluster that is not named. When the plugin says
+        every cluster not named gets one answer (``only_named``), all classes share the first
+        such cluster of the first class that has one.
+        """
         base = without_current(workload) if self.uses_current else workload
         named: frozenset[int] = frozenset()
         uniform = False
@@ -150,20 +219,49 @@ class Table(Generic[R]):
             index = self.ctx.index
             named = frozenset(index[n] for n in self.named_fn(base) if n in index)
             uniform = self.only_named_fn is not None and self.only_named_fn(base)
-        entry: Entry[R] = Entry(base, named)
-        shared: R | None = None
-        for gid, members in enumerate(self.members):
-            rep = next((i for i in members if i not in named), None)
-            if rep is None:
-                continue
-            if not uniform:
-                entry.results[gid] = self.ask(self.ctx, base, self.clusters[rep])
-                continue
-            if shared is None:
-                shared = self.ask(self.ctx, base, self.clusters[rep])
-            entry.results[gid] = shared
-        for i in named:
-            entry.results[-(i + 1)] = self.ask(self.ctx, base, self.clusters[i])
+        if uniform:
+            # One answer for every class: only the named clusters are asked one by one.
+            shared = 0 if self.members and not named else -1
+            if named:
+                for members in self.members:
+                    shared = _first_not_in(members, named)
+                    if shared >= 0:
+                        break
+            return Entry(base, named, {-(i + 1): i for i in named}, shared)
+        reps: dict[int, int]
+        if not named:
+            reps = self.first_reps
+        else:
+            reps = {}
+            for gid, members in enumerate(self.members):
+                rep = _first_not_in(members, named)
+                if rep >= 0:
+                    reps[gid] = rep
+            for i in named:
+                reps[-(i + 1)] = i
+        return Entry(base, named, reps, -1)
+
+    def _ask_all(self, entry: Entry[R]) -> None:
+        """Ask the plugin once per representative; classes sharing one share its answer."""
+        ask, ctx, clusters, base = self.ask, self.ctx, self.clusters, entry.workload
+        answers: dict[int, R] = {}
+        results = entry.results
+        if entry.shared >= 0:
+            shared = answers[entry.shared] = ask(ctx, base, clusters[entry.shared])
+            results.update(dict.fromkeys(range(len(self.members)), shared))
+        for cid, rep in entry.reps.items():
+            answer = answers.get(rep)
+            if answer is None:
+                answer = answers[rep] = ask(ctx, base, clusters[rep])
+            results[cid] = answer
+
+    def entry(self, key: Hashable, workload: Workload) -> Entry[R]:
+        """The cache entry for ``key``, asking the plugin once per class on a miss."""
+        found = self.entries.get(key)
+        if found is not None:
+            return found
+        entry = self._new_entry(workload)
+        self._ask_all(entry)
         self.entries[key] = entry
         return entry
 
@@ -171,7 +269,11 @@ class Table(Generic[R]):
         """The answer for cluster ``i``; asked exactly (then cached) when it is current."""
         cid = self.class_of(entry, i)
         if not (current and self.uses_current):
-            return entry.results[cid]
+            found = entry.results.get(cid)
+            if found is None:
+                rep = self.clusters[entry.reps.get(cid, entry.shared)]
+                found = entry.results[cid] = self.ask(self.ctx, entry.workload, rep)
+            return found
         found = entry.current.get(cid)
         if found is None:
             found = entry.current[cid] = self.ask(self.ctx, workload, self.clusters[i])
@@ -179,28 +281,93 @@ class Table(Generic[R]):
 
 
 class FilterTable(Table[FilterResult]):
-    """A static filter: its answer per key is also kept as a mask of fitting clusters."""
+    """A static filter: its verdicts per key are also kept as a mask of fitting clusters.
 
-    __slots__ = ()
+    A plugin with a ``fits`` method is asked only for verdicts when a key is first seen; its
+    reasons (strings to build, objects to keep) are asked for when an explanation needs them.
+    """
+
+    __slots__ = ("everyone", "fits_fn")
 
     def __init__(self, plugin: FilterPlugin, ctx: PlacementContext) -> None:
         super().__init__(plugin, ctx, plugin.filter)
+        self.everyone = (1 << len(ctx.clusters)) - 1
+        self.fits_fn: Callable[[PlacementContext, Workload, Cluster], bool] | None = (
+            plugin.fits if isinstance(plugin, FitsFilter) else None
+        )
 
     def entry(self, key: Hashable, workload: Workload) -> Entry[FilterResult]:
-        """As ``Table.entry``, plus the mask (built once per key)."""
+        """As ``Table.entry``, plus the verdicts and the mask (built once per key)."""
         found = self.entries.get(key)
         if found is not None:
             return found
-        entry = super().entry(key, workload)
+        entry = self._new_entry(workload)
+        if entry.reps is self.first_reps:
+            # Nothing named: one answer per class, in class order, and the mask in C.
+            ctx, clusters, base = self.ctx, self.clusters, entry.workload
+            if self.fits_fn is not None:
+                fits_fn = self.fits_fn
+                verdicts = [fits_fn(ctx, base, clusters[i]) for i in self.first]
+            else:
+                answers = [self.ask(ctx, base, clusters[i]) for i in self.first]
+                entry.results = dict(enumerate(answers))
+                verdicts = [not answer.reasons for answer in answers]
+            entry.fits = dict(enumerate(verdicts))
+            entry.mask = (
+                mask_of(verdicts)
+                if self.per_cluster
+                else functools.reduce(
+                    operator.or_, itertools.compress(self.group_mask, verdicts), 0
+                )
+            )
+            self.entries[key] = entry
+            return entry
+        fits = entry.fits
+        if self.fits_fn is None:
+            self._ask_all(entry)
+            for cid, result in entry.results.items():
+                fits[cid] = not result.reasons
+        else:
+            ask, ctx, clusters, base = self.fits_fn, self.ctx, self.clusters, entry.workload
+            by_rep: dict[int, bool] = {}
+            if entry.shared >= 0:
+                shared = by_rep[entry.shared] = ask(ctx, base, clusters[entry.shared])
+                fits.update(dict.fromkeys(range(len(self.members)), shared))
+            for cid, rep in entry.reps.items():
+                verdict = by_rep.get(rep)
+                if verdict is None:
+                    verdict = by_rep[rep] = ask(ctx, base, clusters[rep])
+                fits[cid] = verdict
         mask = 0
-        for gid, result in entry.results.items():
-            if gid >= 0 and result.fits:
-                mask |= self.group_mask[gid]
+        if entry.shared >= 0:
+            mask = self.everyone if fits[0] else 0
+        else:
+            for gid, ok in fits.items():
+                if gid >= 0 and ok:
+                    mask |= self.group_mask[gid]
         for i in entry.named:
             bit = 1 << i
-            mask = mask | bit if entry.results[-(i + 1)].fits else mask & ~bit
+            mask = mask | bit if fits[-(i + 1)] else mask & ~bit
         entry.mask = mask
+        self.entries[key] = entry
         return entry
+
+    def fits_at(
+        self, entry: Entry[FilterResult], workload: Workload, i: int, current: bool
+    ) -> bool:
+        """The verdict for cluster ``i`` (exact, then cached per class, when it is current)."""
+        if not (current and self.uses_current):
+            return bool(entry.mask >> i & 1)
+        cid = self.class_of(entry, i)
+        found = entry.current_fits.get(cid)
+        if found is None:
+            cluster = self.clusters[i]
+            found = entry.current_fits[cid] = (
+                self.fits_fn(self.ctx, workload, cluster)
+                if self.fits_fn is not None
+                else self.ask(self.ctx, workload, cluster).fits
+            )
+        return found
 
 
 class ScoreTable(Table[int]):

@@ -85,6 +85,19 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class FitsFilter(Protocol):
+    """For filters that can say *whether* a cluster fits more cheaply than *why* it does not.
+
+    The scheduler asks ``fits`` to decide and ``filter`` only to explain a rejection (lazily), so
+    building reason strings costs nothing for the many answers nobody reads.
+    """
+
+    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
+        """Exactly ``filter(ctx, workload, cluster).fits``."""
+        ...
+
+
+@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     """Ranks a feasible cluster for a workload, 0..100; ``weight`` scales it in the total."""
 
@@ -114,7 +127,10 @@ class WorkloadKeyed(Protocol):
     """For plugins that can name a finer workload key than their declared facts give."""
 
     def workload_key(self, workload: Workload) -> Hashable:
-        """Two workloads with equal keys get equal answers on every cluster."""
+        """Two workloads with equal keys get equal answers on every cluster.
+
+        The key must follow from the plugin's declared workload facts.
+        """
         ...
 
 
@@ -140,22 +156,62 @@ class BatchScore(Protocol):
         ...
 
 
+Kernel = Callable[[Sequence[int]], list[int]]
+# Scores of the indices, each plus ``offsets[index]`` when offsets are given (the scheduler passes
+# the static part of the total, so adding it costs no pass of its own).
+ScoreKernelFn = Callable[[Sequence[int], Sequence[int] | None], list[int]]
+
+
+@runtime_checkable
+class FilterKernel(Protocol):
+    """Fastest path for dynamic filters: ``filter_batch`` with the workload bound once.
+
+    What depends on the workload alone (its needs, its credits on current clusters) is worked
+    out once per workload instead of once per batch. The kernel reads free capacity when it is
+    called, not when it is made.
+    """
+
+    def filter_kernel(self, ctx: PlacementContext, workload: Workload) -> Kernel:
+        """A function from cluster indices to those that fit, in order (as ``filter_batch``)."""
+        ...
+
+
+@runtime_checkable
+class ScoreKernel(Protocol):
+    """Fastest path for dynamic scores; the same contract as ``FilterKernel``."""
+
+    def score_kernel(self, ctx: PlacementContext, workload: Workload) -> ScoreKernelFn:
+        """A function from cluster indices (and optional offsets) to their scores (plus offsets).
+
+        ``f(indices, None)`` equals ``score_batch``; ``f(indices, offsets)`` adds
+        ``offsets[i]`` to the score of each index ``i``.
+        """
+        ...
+
+
 @runtime_checkable
 class BoundedScore(Protocol):
     """For dynamic scores: a cap on a cluster's score, so most clusters need no exact score.
 
-    The scheduler keeps the clusters of each *bound class* ordered by ``upper_bound`` and, when a
-    workload needs only its ``maxClusters`` best clusters, stops reading a class once no cluster
-    left in it can beat the best found so far (a threshold algorithm): a workload that picks 3 of
-    400 feasible clusters scores a few dozen, not 400.
+    The scheduler keeps the feasible clusters of each *bound class* ordered by ``upper_bound``
+    and, when a workload needs only its ``maxClusters`` best clusters, stops reading a class once
+    no cluster left in it can beat the best found so far (a threshold algorithm): a workload that
+    picks 3 of 400 feasible clusters scores a few dozen, not 400.
     """
 
     def bound_class(self, ctx: PlacementContext, i: int) -> Hashable:
         """Clusters in one class share ``discount``; keep the number of classes small."""
         ...
 
-    def upper_bound(self, ctx: PlacementContext, i: int) -> int:
-        """At least ``score`` of cluster ``i`` for any workload, at the current free capacity."""
+    def upper_bound(self, ctx: PlacementContext, i: int) -> float:
+        """At least ``score`` of cluster ``i`` for any workload, at the current free capacity.
+
+        The scheduler asks again after every placement that consumed capacity on ``i``.
+        """
+        ...
+
+    def upper_bounds(self, ctx: PlacementContext, indices: Sequence[int]) -> list[float]:
+        """``upper_bound`` of each index, in one pass."""
         ...
 
     def discounts(
@@ -191,6 +247,19 @@ WORKLOAD_FACTS: Mapping[WorkloadFact, Callable[[Workload], Hashable]] = {
     "replicas": lambda w: w.replicas,
     "division": _division,
     "latency": lambda w: w.placement.max_latency,
+}
+
+
+# The same facts as attribute paths, so that one ``operator.attrgetter`` reads them all.
+WORKLOAD_FACT_PATHS: Mapping[WorkloadFact, tuple[str, ...]] = {
+    "apis": ("apis",),
+    "affinity": ("placement.affinities",),
+    "tolerations": ("placement.tolerations",),
+    "current": ("placement.clusters",),
+    "requests": ("requests",),
+    "replicas": ("replicas",),
+    "division": ("placement.replica_scheduling", "placement.max_clusters"),
+    "latency": ("placement.max_latency",),
 }
 
 

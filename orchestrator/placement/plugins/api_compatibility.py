@@ -34,6 +34,10 @@ class ApiCompatibility:
         removable = _removable()
         return tuple(api for api in workload.apis if api in removable)
 
+    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
+        """``filter(...).fits`` without the reason text."""
+        return not removed_apis(workload.apis, cluster.control_plane.version)
+
     def filter(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> FilterResult:
         """One reason per removed API, naming the replacement to migrate to."""
         version = cluster.control_plane.version

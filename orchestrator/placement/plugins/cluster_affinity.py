@@ -34,6 +34,11 @@ class ClusterAffinity:
         affinities = workload.placement.affinities
         return bool(affinities and affinities[0].cluster_names)
 
+    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
+        """``filter(...).fits`` without the reason text."""
+        affinities = workload.placement.affinities
+        return not affinities or affinities[0].matches(cluster)
+
     def filter(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> FilterResult:
         """Check the first (active) affinity term; no term admits every cluster."""
         affinities = workload.placement.affinities

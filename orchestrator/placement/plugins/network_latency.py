@@ -19,6 +19,17 @@ class NetworkLatency:
     cluster_facts: frozenset[ClusterFact] = frozenset({"network", "region"})
     workload_facts: frozenset[WorkloadFact] = frozenset({"latency"})
 
+    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
+        """``filter(...).fits`` without the reason text."""
+        limit = workload.placement.max_latency
+        if limit is None:
+            return True
+        if limit.to_cluster is not None:
+            rtt = ctx.rtt(cluster.name, limit.to_cluster)
+        else:
+            rtt = ctx.rtt_to_region(cluster, limit.to_region or "")
+        return rtt is not None and rtt <= limit.max_rtt_ms
+
     def filter(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> FilterResult:
         """Compare the measured RTT with the budget."""
         limit = workload.placement.max_latency

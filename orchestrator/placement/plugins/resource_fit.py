@@ -16,13 +16,30 @@ from collections.abc import Sequence
 from orchestrator.domain.quantity import format_cpu, format_memory
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext, credited_replicas, minimum_share
-from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
+from orchestrator.placement.framework import (
+    FITS,
+    ClusterFact,
+    FilterResult,
+    Kernel,
+    WorkloadFact,
+    unfit,
+)
 
 
 def needed(workload: Workload, cluster_name: str) -> tuple[int, int]:
     """(millicores, bytes) the cluster must have free to take the workload's minimum share."""
     extra = max(0, minimum_share(workload) - credited_replicas(workload, cluster_name))
     return extra * workload.requests.cpu_milli, extra * workload.requests.memory_bytes
+
+
+def needed_on_current(ctx: PlacementContext, workload: Workload) -> dict[int, tuple[int, int]]:
+    """``needed`` for each current cluster, by index (every one gets the same credit)."""
+    current = workload.placement.clusters
+    if not current:
+        return {}
+    need = needed(workload, current[0])
+    index = ctx.index
+    return {index[name]: need for name in current if name in index}
 
 
 class ResourceFit:
@@ -53,22 +70,31 @@ class ResourceFit:
         self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
     ) -> list[int]:
         """The indices that fit, in order (unknown capacity always fits: see UNKNOWN_FREE)."""
+        return self.filter_kernel(ctx, workload)(indices)
+
+    def filter_kernel(self, ctx: PlacementContext, workload: Workload) -> Kernel:
+        """``filter_batch`` with the workload's needs and credits worked out once."""
         share = minimum_share(workload)
         req_cpu, req_mem = workload.requests.cpu_milli, workload.requests.memory_bytes
         if share <= 0 or (req_cpu <= 0 and req_mem <= 0):
-            return list(indices)
+            return list
         need_cpu, need_mem = share * req_cpu, share * req_mem
         fc, fm = ctx.free_cpu, ctx.free_mem
-        if not workload.placement.clusters:
-            return [i for i in indices if fc[i] >= need_cpu and fm[i] >= need_mem]
-        credit = {
-            ctx.index[name]: needed(workload, name)
-            for name in workload.placement.clusters
-            if name in ctx.index
-        }
-        return [
-            i
-            for i in indices
-            if (fc[i] >= need_cpu and fm[i] >= need_mem)
-            or (i in credit and fc[i] >= credit[i][0] and fm[i] >= credit[i][1])
-        ]
+        credit = needed_on_current(ctx, workload)
+        if not credit:
+
+            def fitting(indices: Sequence[int]) -> list[int]:
+                return [i for i in indices if fc[i] >= need_cpu and fm[i] >= need_mem]
+
+            return fitting
+
+        def fitting_with_credit(indices: Sequence[int]) -> list[int]:
+            # A current cluster may fit only thanks to the replicas it runs already.
+            return [
+                i
+                for i in indices
+                if (fc[i] >= need_cpu and fm[i] >= need_mem)
+                or (i in credit and fc[i] >= credit[i][0] and fm[i] >= credit[i][1])
+            ]
+
+        return fitting_with_credit

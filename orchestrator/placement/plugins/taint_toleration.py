@@ -49,6 +49,16 @@ class TaintToleration:
         ]
         return unfit(*reasons) if reasons else FITS
 
+    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
+        """``filter(...).fits`` without the reason text."""
+        if not cluster.taints:
+            return True
+        staying = cluster.name in workload.placement.clusters
+        return not any(
+            t.effect == "NoExecute" or (t.effect == "NoSchedule" and not staying)
+            for t in untolerated(cluster.taints, workload.placement.tolerations)
+        )
+
     def score(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> int:
         """100 without untolerated PreferNoSchedule taints, then 50, 33, 25, ..."""
         if not cluster.taints:

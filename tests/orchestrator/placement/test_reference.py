@@ -1,0 +1,141 @@
+"""The scheduler's shortcuts against a straightforward evaluation (``reference.py``)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
+from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, scheduler, unfit
+from tests.orchestrator.placement.reference import RefDecision, reference_place
+
+
+def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any) -> None:
+    result = place(snapshot, **kwargs)
+    assert [d.workload for d in result.decisions] == [r.workload for r in expected]
+    for got, want in zip(result.decisions, expected, strict=True):
+        assert tuple(got.clusters) == want.clusters, got.workload
+        assert got.unschedulable == want.unschedulable, got.workload
+        assert got.evicted == want.evicted, got.workload
+        assert got.affinity == want.affinity, got.workload
+        assert dict(got.reasons) == want.reasons, got.workload
+
+
+@pytest.fixture(scope="module")
+def fleet_200() -> tuple[FleetSnapshot, list[RefDecision]]:
+    snapshot = generate_fleet(200, 2000, seed=11)
+    return snapshot, reference_place(snapshot)
+
+
+def test_matches_reference_on_a_generated_fleet(
+    fleet_200: tuple[FleetSnapshot, list[RefDecision]],
+) -> None:
+    snapshot, expected = fleet_200
+    assert sum(1 for d in expected if d.unschedulable) < len(expected) / 5
+    _compare(snapshot, expected)
+
+
+@pytest.mark.parametrize("direct_limit", [0, 10**9])
+def test_matches_reference_with_either_top_k_path(
+    fleet_200: tuple[FleetSnapshot, list[RefDecision]],
+    direct_limit: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    snapshot, expected = fleet_200
+    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", direct_limit)
+    _compare(snapshot, expected)
+
+
+def test_matches_reference_with_exclusions() -> None:
+    snapshot = generate_fleet(60, 400, seed=4)
+    names = sorted(c.name for c in snapshot.clusters)
+    excluded = set(names[::7])
+    expected = reference_place(snapshot, exclude_clusters=excluded)
+    _compare(snapshot, expected, exclude_clusters=excluded)
+
+
+class _RejectOdd:
+    """A dynamic filter with no batch form: rejects clusters whose name ends in an odd digit."""
+
+    name = "RejectOdd"
+    cluster_facts: frozenset[Any] = frozenset({"capacity"})
+    workload_facts: frozenset[Any] = frozenset()
+
+    def filter(self, ctx: object, workload: object, cluster: Any) -> Any:
+        return unfit("odd") if int(cluster.name[-1]) % 2 else FITS
+
+
+class _PreferShortNames:
+    """A static score with no declared facts beyond the name."""
+
+    name = "PreferShortNames"
+    weight = 3
+    cluster_facts: frozenset[Any] = frozenset({"name"})
+    workload_facts: frozenset[Any] = frozenset()
+
+    def score(self, ctx: object, workload: object, cluster: Any) -> int:
+        return 100 - len(cluster.name) * 3 - int(cluster.name[-1])
+
+
+@pytest.mark.parametrize(
+    "registry",
+    [
+        DEFAULT_REGISTRY.with_plugins(_RejectOdd(), _PreferShortNames()),
+        DEFAULT_REGISTRY.without("ResourceBalance", "ClusterLocality"),
+        DEFAULT_REGISTRY.without("ResourceFit"),
+        Registry([DEFAULT_REGISTRY["ResourceFit"], DEFAULT_REGISTRY["ResourceBalance"]]),
+    ],
+    ids=["custom-plugins", "no-dynamic-score", "no-capacity-filter", "capacity-only"],
+)
+def test_matches_reference_with_other_registries(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = generate_fleet(60, 400, seed=9)
+    expected = reference_place(snapshot, registry=registry)
+    _compare(snapshot, expected, registry=registry)
+    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", 0)  # the threshold algorithm everywhere
+    _compare(snapshot, expected, registry=registry)
+
+
+def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
+    """A generated fleet with the policy shapes the generator does not write itself."""
+    mapping = generate_fleet_mapping(clusters, workloads, seed=seed)
+    rng = random.Random(seed)
+    names = [c["name"] for c in mapping["clusters"]]
+    for w in mapping["workloads"]:
+        placement = w["placement"]
+        roll = rng.random()
+        if roll < 0.08:
+            placement.pop("maxClusters", None)
+            placement["replicaScheduling"] = {
+                "type": "Weighted",
+                "weights": [
+                    {"cluster": rng.choice(names), "weight": 2, "maxReplicas": 3},
+                    {"matchLabels": {"env": "prod"}, "weight": 1, "minReplicas": 1},
+                ],
+            }
+        elif roll < 0.14 and "clusterAffinity" in placement:
+            affinity = placement["clusterAffinity"]
+            if "clusterNames" not in affinity:
+                affinity["exclude"] = rng.sample(names, 3)
+        elif roll < 0.18:
+            w["requests"] = {"cpu": "0", "memory": "0"}
+        elif roll < 0.22:
+            placement["maxClusters"] = rng.choice((1, 4, 8))
+            placement["replicaScheduling"] = {"type": "Dynamic"}
+            w["replicas"] = rng.choice((30, 60, 120))  # beyond what small clusters hold
+    return snapshot_from_mapping(mapping)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("direct_limit", [0, 10**9])
+def test_matches_reference_on_varied_policies(
+    seed: int, direct_limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = _varied(50, 500, seed)
+    expected = reference_place(snapshot)
+    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", direct_limit)
+    _compare(snapshot, expected)
