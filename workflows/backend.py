@@ -16,9 +16,11 @@ Contract every implementation keeps:
   RollingOut false, status versions);
 * ``set_*_version`` write the version together with the step id (an annotation such as
   ``calibrator.dev/step``) in one patch. Managed topologies are stepped through
-  ``spec.topology.version`` (their MachineDeployments follow the topology version, so a worker
-  step the topology bump already performed is reported as already applied); other clusters
-  through KubeadmControlPlane and MachineDeployment ``spec`` versions;
+  ``spec.topology.version``; a control-plane step defers the MachineDeployment topologies in the
+  same patch and a worker step releases them, so workers move only where the plan moves them (a
+  pool that follows the topology version reports it as its declared version, and a worker step
+  the topology already performed is reported as already applied); other clusters through
+  KubeadmControlPlane and MachineDeployment ``spec`` versions;
 * ``add_taint`` / ``remove_taint`` follow the taint contract of DESIGN.md (annotation plus the
   ``calibrator.dev/schedulable`` label) and are idempotent, returning whether they changed anything;
 * ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions;

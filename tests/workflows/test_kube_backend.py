@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,15 @@ from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 from workflows.backend import BackendError, NotFoundError
-from workflows.kube_backend import KubeFleetBackend
+from workflows.kube_backend import (
+    BYPASS_MARKER,
+    DEFER_ANNOTATION,
+    HOLD_ANNOTATION,
+    STEP_ANNOTATION,
+    TOPOLOGY_MD_LABEL,
+    UNSAFE_VERSION_ANNOTATION,
+    KubeFleetBackend,
+)
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 
 
@@ -30,7 +39,11 @@ def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
     )
     spec: dict[str, Any] = {"controlPlaneRef": {"name": "c1-cp"}}
     if topology:
-        spec["topology"] = {"classRef": {"name": "cc"}, "version": "v1.33.0"}
+        spec["topology"] = {
+            "classRef": {"name": "cc"},
+            "version": "v1.33.0",
+            "workers": {"machineDeployments": [{"class": "worker", "name": "md-0"}]},
+        }
     dyn.add("Cluster", {"metadata": {"name": "c1", "labels": {"env": "t"}}, "spec": spec})
     label = {capi.CLUSTER_NAME_LABEL: "c1"}
     dyn.add(
@@ -47,10 +60,11 @@ def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
             },
         },
     )
+    md_labels = {**label, TOPOLOGY_MD_LABEL: "md-0"} if topology else label
     dyn.add(
         "MachineDeployment",
         {
-            "metadata": {"name": "c1-md-0", "generation": 1, "labels": label},
+            "metadata": {"name": "c1-md-0", "generation": 1, "labels": md_labels},
             "spec": {
                 "clusterName": "c1",
                 "replicas": 1,
@@ -113,7 +127,27 @@ def test_inventory_reads_lists_into_a_snapshot() -> None:
         asyncio.run(backend.inventory(("nope",)))
 
 
-def test_topology_control_plane_patch_and_pool_follow() -> None:
+def _md_topology(dyn: FakeDyn) -> dict[str, Any]:
+    cluster = dyn.objects["Cluster"][(NS, "c1")]
+    entry: dict[str, Any] = cluster["spec"]["topology"]["workers"]["machineDeployments"][0]
+    return entry
+
+
+def _defer(dyn: FakeDyn) -> str | None:
+    annotations = (_md_topology(dyn).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DEFER_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def _capi_rolls_control_plane(dyn: FakeDyn, version: str) -> None:
+    """What KCP does once CAPI propagated topology.version: spec, status and the Machine."""
+    kcp = dyn.objects["KubeadmControlPlane"][(NS, "c1-cp")]
+    kcp["spec"]["version"] = version
+    kcp["status"]["version"] = version
+    dyn.objects["Machine"][(NS, "cp-m")]["spec"]["version"] = version
+
+
+def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
     dyn = _fleet(topology=True)
     backend = KubeFleetBackend(None, NS, dyn=dyn)
     obs = asyncio.run(backend.observe(REF))
@@ -123,15 +157,151 @@ def test_topology_control_plane_patch_and_pool_follow() -> None:
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))  # retried: no write
     (patch,) = dyn.patches
     assert patch[0] == "Cluster"
-    assert patch[2]["spec"] == {"topology": {"version": "v1.34.0"}}
-    assert patch[2]["metadata"]["annotations"] == {"calibrator.dev/step": "s1"}
+    assert patch[2]["spec"] == {
+        "topology": {
+            "version": "v1.34.0",
+            "workers": {
+                "machineDeployments": [
+                    {
+                        "class": "worker",
+                        "name": "md-0",
+                        "metadata": {"annotations": {DEFER_ANNOTATION: "calibrator.dev:s1"}},
+                    }
+                ]
+            },
+        }
+    }
+    # Pools were at the old topology version: CAPI's webhook accepts it, no bypass needed.
+    assert patch[2]["metadata"]["annotations"] == {STEP_ANNOTATION: "s1"}
     assert patch[2]["metadata"]["resourceVersion"] == "1"
+
+    # The deferred pool keeps its version and is not waited for by the control-plane step.
     obs = asyncio.run(backend.observe(REF))
     assert obs.control_plane.version == "v1.34.0" and not obs.control_plane.rolled_out
-    assert obs.pools[0].version == "v1.34.0" and not obs.pools[0].rolled_out
+    assert obs.pools[0].version == "v1.33.0" and obs.pools[0].rolled_out
+    assert "upgrade to v1.34.0 deferred" in obs.pools[0].message
+    _capi_rolls_control_plane(dyn, "v1.34.0")
+    obs = asyncio.run(backend.observe(REF))
+    assert obs.control_plane.rolled_out, obs.control_plane.message
+    assert obs.pools[0].version == "v1.33.0"
+    inv = asyncio.run(backend.inventory())
+    (cluster,) = inv.snapshot.clusters
+    assert str(cluster.control_plane.version) == "v1.34.0"
+    assert str(cluster.machine_deployments[0].version) == "v1.33.0"
+
+
+def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> None:
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
+    _capi_rolls_control_plane(dyn, "v1.34.0")
+    asyncio.run(backend.set_control_plane_version(REF, "v1.35.0", "s2"))
+    assert len(dyn.patches) == 3
+    _, _, bump = dyn.patches[1]
+    assert bump["spec"]["topology"]["version"] == "v1.35.0"
+    # The pool lags the old topology version: the same write carries CAPI's webhook bypass...
+    assert bump["metadata"]["annotations"] == {
+        STEP_ANNOTATION: "s2",
+        UNSAFE_VERSION_ANNOTATION: "true",
+        BYPASS_MARKER: "s2",
+    }
+    # ...which the next write removes again, without touching the version.
+    _, _, cleanup = dyn.patches[2]
+    assert cleanup == {
+        "metadata": {
+            "resourceVersion": cleanup["metadata"]["resourceVersion"],
+            "annotations": {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None},
+        }
+    }
+    meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
+    assert UNSAFE_VERSION_ANNOTATION not in meta["annotations"]
+    assert _defer(dyn) == "calibrator.dev:s1"  # still deferred, by the first step
+    asyncio.run(backend.set_control_plane_version(REF, "v1.35.0", "s2"))  # retried
+    assert len(dyn.patches) == 3
+    assert backend.patches == {
+        ("c1", "controlPlane", "v1.34.0"): 1,
+        ("c1", "controlPlane", "v1.35.0"): 1,
+    }
+
+
+def test_worker_step_releases_the_pool_once() -> None:
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
+    _capi_rolls_control_plane(dyn, "v1.34.0")
+    with pytest.raises(BackendError, match=r"follows topology\.version"):
+        asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.35.0", "s2"))
     asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
-    assert len(dyn.patches) == 1  # CAPI rolls topology pools: nothing written
-    assert backend.patches == {("c1", "controlPlane", "v1.34.0"): 1}
+    asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))  # retried: no write
+    assert len(dyn.patches) == 2
+    _, _, release = dyn.patches[1]
+    assert release["metadata"]["annotations"] == {STEP_ANNOTATION: "s2"}
+    assert "version" not in release["spec"]["topology"]
+    assert _defer(dyn) is None
+    obs = asyncio.run(backend.observe(REF))
+    assert obs.pools[0].version == "v1.34.0" and not obs.pools[0].rolled_out
+    assert backend.patches == {
+        ("c1", "controlPlane", "v1.34.0"): 1,
+        ("c1", "c1-md-0", "v1.34.0"): 1,
+    }
+    assert [p.kind for p in backend.patch_log] == ["Cluster", "Cluster"]
+
+
+def test_pools_at_the_new_version_are_not_deferred() -> None:
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    cluster = dyn.objects["Cluster"][(NS, "c1")]
+    md = dyn.objects["MachineDeployment"][(NS, "c1-md-0")]
+    body = backend.topology_version_patch(cluster, {"md-0": md}, "v1.33.0", "s1")
+    assert body["spec"]["topology"]["workers"]["machineDeployments"] == [
+        {"class": "worker", "name": "md-0"}
+    ]
+    body = backend.topology_version_patch(cluster, {}, "v1.34.0", "s1")  # MD not created yet
+    assert "metadata" not in body["spec"]["topology"]["workers"]["machineDeployments"][0]
+
+
+def test_an_operators_hold_is_kept_and_named() -> None:
+    dyn = _fleet(topology=True)
+    _md_topology(dyn)["metadata"] = {"annotations": {HOLD_ANNOTATION: ""}}
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
+    assert _md_topology(dyn)["metadata"]["annotations"] == {
+        HOLD_ANNOTATION: "",
+        DEFER_ANNOTATION: "calibrator.dev:s1",
+    }
+    with pytest.raises(BackendError, match=re.escape(f"held by {HOLD_ANNOTATION}")):
+        asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
+    assert len(dyn.patches) == 1  # nothing released while the operator's hold is there
+    # An operator's defer-upgrade (not ours) is never removed either.
+    dyn2 = _fleet(topology=True)
+    _md_topology(dyn2)["metadata"] = {"annotations": {DEFER_ANNOTATION: "ops"}}
+    backend2 = KubeFleetBackend(None, NS, dyn=dyn2)
+    asyncio.run(backend2.set_control_plane_version(REF, "v1.34.0", "s1"))
+    assert _defer(dyn2) == "ops"
+    with pytest.raises(BackendError, match=re.escape(f"held by {DEFER_ANNOTATION}")):
+        asyncio.run(backend2.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
+
+
+def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
+    meta["annotations"] = {
+        STEP_ANNOTATION: "s1",
+        UNSAFE_VERSION_ANNOTATION: "true",
+        BYPASS_MARKER: "s1",
+    }
+    asyncio.run(backend.set_control_plane_version(REF, "v1.33.0", "s1"))  # retry of that step
+    assert meta["annotations"] == {STEP_ANNOTATION: "s1"}
+    meta["annotations"] |= {UNSAFE_VERSION_ANNOTATION: "true", BYPASS_MARKER: "s1"}
+    meta.setdefault("labels", {})["calibrator.dev/schedulable"] = "true"
+    assert not asyncio.run(backend.remove_taint(REF, UPGRADING_TAINT_KEY, "NoSchedule"))
+    assert meta["annotations"] == {STEP_ANNOTATION: "s1"}
+    # A bypass an operator set (no marker) is theirs: left alone.
+    meta["annotations"][UNSAFE_VERSION_ANNOTATION] = "true"
+    asyncio.run(backend.set_control_plane_version(REF, "v1.33.0", "s1"))
+    assert UNSAFE_VERSION_ANNOTATION in meta["annotations"]
+    assert backend.patches == {}
 
 
 def test_plain_cluster_patches_kcp_and_md() -> None:

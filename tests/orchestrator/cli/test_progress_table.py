@@ -1,0 +1,47 @@
+"""The progress table (`calibrator status`, `calibrator demo`) shows why a cluster is blocked."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+
+from orchestrator.cli.calibration import renderable, row_message
+from workflows.model import CalibrationProgress, ClusterProgress, ClusterState, Phase
+
+SKEW = "current state violates the skew policy: md-0 at v1.29.0 is 4 minors behind v1.33.0"
+
+
+def _doc() -> dict[str, object]:
+    progress = CalibrationProgress(
+        calibration_id="cal-1",
+        target="v1.34.0",
+        phase=Phase.RUNNING,
+        clusters=(
+            ClusterProgress("ok", state=ClusterState.RUNNING, message="controlPlane -> v1.34.0"),
+            ClusterProgress("stuck", state=ClusterState.BLOCKED, reasons=(SKEW,)),
+        ),
+    )
+    doc: dict[str, object] = json.loads(json.dumps(asdict(progress), default=str))
+    return doc
+
+
+def test_blocked_row_carries_the_plan_reason() -> None:
+    doc = _doc()
+    clusters = doc["clusters"]
+    assert isinstance(clusters, list)
+    assert row_message(clusters[1]) == f"blocked: {SKEW}"
+    assert row_message(clusters[0]) == "controlPlane -> v1.34.0"
+    con = Console(width=400, record=True)
+    con.print(renderable(doc))
+    text = con.export_text()
+    stuck = next(line for line in text.splitlines() if "stuck" in line)
+    assert "Blocked" in stuck and "4 minors behind v1.33.0" in stuck
+
+
+def test_long_messages_are_clipped() -> None:
+    row = {"name": "x", "state": "Running", "message": "m" * 200}
+    assert len(row_message(row)) == 80
+    blocked = {"name": "x", "state": "Blocked", "reasons": ["r" * 300]}
+    assert len(row_message(blocked)) == 200 and row_message(blocked).endswith("…")
