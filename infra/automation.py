@@ -6,7 +6,11 @@ local file backend under the state directory, encrypted with a passphrase genera
 (or ``$PULUMI_CONFIG_PASSPHRASE``), so nothing needs an account or the network. The engine, the
 Python language host and the Kubernetes provider are the binaries tools/build.sh builds from Go
 modules; automatic plugin downloads are switched off, so a missing plugin is an error, not a
-download attempt. The policy pack in infra/policy runs on every preview and up.
+download attempt, and the provider is found as an ambient plugin on PATH.
+
+The Python language host cannot be built here (its Go module is not served by the proxy), which
+is why the program runs inline, where the SDK hosts it, and why the policy pack in infra/policy
+is started by a small launcher the CLI executes directly instead of through the host.
 """
 
 from __future__ import annotations
@@ -160,7 +164,17 @@ class FleetStack:
         return stack
 
     def _policy(self) -> list[str] | None:
-        return [str(POLICY_PACK)] if self.policy else None
+        """The policy pack as an executable the engine runs directly (no language host)."""
+        if not self.policy:
+            return None
+        launcher = self.state_dir / "policy" / "run-pack"
+        launcher.parent.mkdir(parents=True, exist_ok=True)
+        launcher.write_text(
+            "#!/bin/sh\n# Written by infra/automation.py: runs infra/policy with this interpreter.\n"
+            f'cd "{POLICY_PACK}" && exec "{sys.executable}" -u -m pulumi.policy "$1" .\n'
+        )
+        launcher.chmod(0o755)
+        return [str(launcher)]
 
     def up(self, progress: Callable[[str], None]) -> dict[str, Any]:
         """Deploy; returns a JSON-able summary (changes, outputs, seconds)."""
@@ -204,15 +218,26 @@ class FleetStack:
 
 
 def _engine_error(err: auto.errors.CommandError) -> str:
-    """The engine's own diagnostic lines (policy violations, provider errors), not a traceback."""
-    text = str(err)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    keep = [
-        ln
-        for ln in lines
-        if "error" in ln.lower() or "mandatory" in ln.lower() or "violation" in ln.lower()
-    ]
-    return "; ".join(keep[-8:]) or (lines[-1] if lines else "pulumi failed")
+    """The engine's own verdict in one line: policy violations with their messages, else errors.
+
+    A policy block reads ``- [mandatory]  <policy>  (<resource>)``, then the policy's
+    description, then the violation message; the message is what a person has to act on.
+    """
+    lines = [ln.strip() for ln in str(err).splitlines()]
+    violations: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("- [mandatory]"):
+            header = line.removeprefix("- [mandatory]").split()
+            body: list[str] = []
+            for follow in lines[i + 2 :]:
+                if not follow or follow.startswith("- ["):
+                    break
+                body.append(follow)
+            violations.append(f"policy {header[0] if header else '?'}: {' '.join(body)}")
+    if violations:
+        return "; ".join(violations)
+    errors = list(dict.fromkeys(ln for ln in lines if "error" in ln.lower()))
+    return "; ".join(errors[-5:]) or (lines[-1] if lines else "pulumi failed")
 
 
 def _seconds(summary: auto.UpdateSummary) -> float:

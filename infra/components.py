@@ -25,6 +25,10 @@ from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 # returns only when CAPI reports the cluster Available, so "up" means usable, not "accepted".
 WAIT_FOR = "pulumi.com/waitFor"
 CLUSTER_TIMEOUT = "20m"
+# The provider deletes with foreground propagation by default, which only kube-controller-
+# manager's garbage collector can finish; CAPI deletes a cluster's machines itself, and the local
+# plane runs no garbage collector, so every object is deleted in the background.
+DELETION_POLICY = "pulumi.com/deletionPropagationPolicy"
 
 
 def _token(obj: Mapping[str, Any]) -> str:
@@ -38,11 +42,13 @@ def _custom(
     extra = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "spec")}
     if extra:
         raise ValueError(f"{obj['kind']} {obj['metadata']['name']}: unexpected fields {extra}")
+    metadata = copy.deepcopy(dict(obj["metadata"]))
+    metadata.setdefault("annotations", {})[DELETION_POLICY] = "background"
     return k8s.apiextensions.CustomResource(
         _token(obj),
         api_version=obj["apiVersion"],
         kind=obj["kind"],
-        metadata=obj["metadata"],
+        metadata=metadata,
         spec=obj.get("spec"),
         opts=opts,
     )

@@ -2,15 +2,21 @@
 # Builds the real control-plane binaries the calibrator runs against
 # (kube-apiserver, etcd, the Cluster API managers and CAPD) from pinned Go
 # modules, through the Go module proxy, into a cache directory outside the
-# repository.  See tools/README.md.
+# repository; with --set pulumi, the Pulumi engine (pulumi CLI, Kubernetes
+# provider plugin) instead.  See tools/README.md.
 #
 # Usage:
 #   tools/build.sh              build if needed; the last stdout line is the bin dir
 #   tools/build.sh --print-dir  print the bin dir for the current pins, build nothing
 #   tools/build.sh --force      rebuild even if the cache dir is complete
+#   tools/build.sh --set pulumi [--print-dir] [--force]
+#                               the same for the Pulumi engine set instead: the
+#                               pulumi CLI and the Kubernetes provider plugin
+#                               (own pins, own cache dir; see README.md)
 #
-# Only the bin dir is written to stdout (progress goes to stderr), so both
-# BIN=$(tools/build.sh) and BIN=$(tools/build.sh | tail -1) work.
+# Sets: control-plane (the default) and pulumi.  Only the bin dir is written
+# to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
+# BIN=$(tools/build.sh | tail -1) work.
 #
 # Environment:
 #   CALIBRATOR_BIN_CACHE   cache root (default: $HOME/.cache/fleet-calibrator/bin)
@@ -26,6 +32,15 @@ CLUSTER_API_VERSION=v1.13.4    # tools/capi: sigs.k8s.io/cluster-api and sigs.k8
 # Bump when the way binaries are built changes (flags, names, manifest layout)
 # without any module pin changing, to force a new cache key.
 RECIPE_REVISION=1
+
+# Pins of the pulumi set (tools/pulumi, tools/pulumi/kubernetes); they do not enter the control-plane
+# cache key above, and the control-plane pins do not enter the pulumi one.
+PULUMI_VERSION=v3.274.0        # github.com/pulumi/pulumi/pkg/v3 and sdk/v3 (must agree)
+PULUMI_KUBERNETES_VERSION=v4.25.0  # pulumi-kubernetes release = github.com/pulumi/pulumi-kubernetes/sdk/v4 tag
+# github.com/pulumi/pulumi-kubernetes/provider/v4 has no tags of its own: the
+# proxy serves this pseudo-version, which is the commit tagged v4.25.0.
+PULUMI_KUBERNETES_MODULE=v4.0.0-20260115033456-f47bc2d6f199
+PULUMI_RECIPE_REVISION=2
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,23 +65,39 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
-for arg in "$@"; do
-  case "$arg" in
+SET=control-plane
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane or pulumi"; }
+           SET=$2; shift ;;
+    --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
-    *) usage; die "unknown argument: $arg" ;;
+    *) usage; die "unknown argument: $1" ;;
   esac
+  shift
 done
+case "$SET" in
+  control-plane|pulumi) ;;
+  *) die "unknown set: $SET (control-plane or pulumi)" ;;
+esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
 
 GO_VERSION=$(go env GOVERSION)
 GO_PLATFORM="$(go env GOOS)/$(go env GOARCH)"
+
+if [[ $SET == pulumi ]]; then
+  # shellcheck source=pulumi/build-set.sh
+  source "$TOOLS_DIR/pulumi/build-set.sh"
+  pulumi_set_main
+  exit 0
+fi
 
 # Cache key: pins + build recipe + toolchain + every wrapper module file.
 cache_key() {

@@ -81,7 +81,12 @@ def test_resource_graph_of_a_fleet(mocks: RecordingMocks) -> None:
     assert md.inputs["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] == "dev-eu-md-0"
     (workload,) = mocks.objects("FleetWorkload")
     assert workload.inputs["apiVersion"] == "calibrator.dev/v1alpha1"
-    assert workload.inputs["metadata"] == {"name": "web", "namespace": "fleet"}
+    assert workload.inputs["metadata"]["name"] == "web"
+    # Background deletion everywhere: foreground needs a garbage collector the plane lacks.
+    objects = [r for r in mocks.resources if "kind" in r.inputs and r.inputs["kind"] != "Namespace"]
+    assert {
+        r.inputs["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] for r in objects
+    } == {"background"}
     assert workload.inputs["spec"]["replicas"] == 3
     assert workload.inputs["spec"]["placement"] == {
         "clusterAffinity": {"matchLabels": {"env": "prod"}}
