@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,10 +29,11 @@ from pulumi import automation as auto
 
 from infra.program import main
 from infra.spec import CONFIG_NAMESPACE, FleetSpecError, parse_fleet
+from orchestrator.localplane.plane import resolve_bin_dir
+from orchestrator.localplane.processes import PlaneError
 
 INFRA = Path(__file__).resolve().parent
 POLICY_PACK = INFRA / "policy"
-BUILD_SCRIPT = INFRA.parent / "tools" / "build.sh"
 PROJECT = "calibrator-fleet"
 
 
@@ -49,20 +49,10 @@ def default_state_dir() -> Path:
 
 def resolve_pulumi_bin(progress: Callable[[str], None] = lambda _: None) -> Path:
     """``$CALIBRATOR_PULUMI_BIN_DIR``, or build/reuse the pinned Pulumi binaries."""
-    env = os.environ.get("CALIBRATOR_PULUMI_BIN_DIR")
-    if env:
-        return Path(env)
-    progress("building or reusing the pinned Pulumi binaries (tools/build.sh --set pulumi)")
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--set", "pulumi"],
-        stdout=subprocess.PIPE,
-        stderr=sys.stderr,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise FleetStackError(f"tools/build.sh --set pulumi failed (exit {proc.returncode})")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    try:
+        return resolve_bin_dir(progress, build_set="pulumi", env_var="CALIBRATOR_PULUMI_BIN_DIR")
+    except PlaneError as err:
+        raise FleetStackError(str(err)) from None
 
 
 def stack_config(stack: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -183,14 +173,8 @@ class FleetStack:
             result = stack.up(on_output=progress, policy_packs=self._policy(), color="never")
         except auto.errors.CommandError as err:
             raise FleetStackError(_engine_error(err)) from None
-        summary = result.summary
-        return {
-            "stack": self.stack,
-            "result": summary.result,
-            "changes": dict(summary.resource_changes or {}),
-            "seconds": _seconds(summary),
-            "outputs": {k: v.value for k, v in result.outputs.items() if not v.secret},
-        }
+        outputs = {k: v.value for k, v in result.outputs.items() if not v.secret}
+        return {**self._summary(result.summary), "outputs": outputs}
 
     def preview(self, progress: Callable[[str], None]) -> dict[str, Any]:
         """What ``up`` would change, with the policy pack's verdict."""
@@ -208,12 +192,17 @@ class FleetStack:
             result = stack.destroy(on_output=progress, color="never")
         except auto.errors.CommandError as err:
             raise FleetStackError(_engine_error(err)) from None
-        summary = result.summary
+        return self._summary(result.summary)
+
+    def _summary(self, summary: auto.UpdateSummary) -> dict[str, Any]:
+        seconds = 0.0
+        if summary.end_time is not None and summary.start_time is not None:
+            seconds = (summary.end_time - summary.start_time).total_seconds()
         return {
             "stack": self.stack,
             "result": summary.result,
             "changes": dict(summary.resource_changes or {}),
-            "seconds": _seconds(summary),
+            "seconds": seconds,
         }
 
 
@@ -238,9 +227,3 @@ def _engine_error(err: auto.errors.CommandError) -> str:
         return "; ".join(violations)
     errors = list(dict.fromkeys(ln for ln in lines if "error" in ln.lower()))
     return "; ".join(errors[-5:]) or (lines[-1] if lines else "pulumi failed")
-
-
-def _seconds(summary: auto.UpdateSummary) -> float:
-    if summary.end_time is None or summary.start_time is None:
-        return 0.0
-    return (summary.end_time - summary.start_time).total_seconds()

@@ -90,6 +90,12 @@ class ClusterClassBundle(pulumi.ComponentResource):
         self.register_outputs({"className": self.class_name})
 
 
+def _waiting(cluster: dict[str, Any], wait: bool) -> dict[str, Any]:
+    if wait:
+        cluster["metadata"].setdefault("annotations", {})[WAIT_FOR] = "condition=Available"
+    return cluster
+
+
 def _topology_cluster(
     spec: ClusterSpec, namespace: str, backend: Backend, wait: bool
 ) -> list[dict[str, Any]]:
@@ -106,9 +112,7 @@ def _topology_cluster(
         {"class": md.worker_class, "name": md.name, "replicas": md.replicas}
         for md in spec.machine_deployments
     ]
-    if wait:
-        cluster["metadata"].setdefault("annotations", {})[WAIT_FOR] = "condition=Available"
-    return [cluster]
+    return [_waiting(cluster, wait)]
 
 
 def _plain_cluster(spec: ClusterSpec, namespace: str, wait: bool) -> list[dict[str, Any]]:
@@ -127,10 +131,7 @@ def _plain_cluster(spec: ClusterSpec, namespace: str, wait: bool) -> list[dict[s
     out = [o for o in objects if o is not base_md and o is not base_cfg]
     for md in spec.machine_deployments:
         out.extend(_pool(spec, md, base_md, base_cfg))
-    if wait:
-        cluster = next(o for o in out if o["kind"] == "Cluster")
-        cluster["metadata"].setdefault("annotations", {})[WAIT_FOR] = "condition=Available"
-    return out
+    return [_waiting(o, wait) if o["kind"] == "Cluster" else o for o in out]
 
 
 def _pool(

@@ -57,23 +57,29 @@ def default_state_dir() -> Path:
     return Path.home() / ".local" / "state" / "fleet-calibrator" / "localplane"
 
 
-def resolve_bin_dir(progress: Callable[[str], None] = lambda _: None) -> Path:
-    """``$CALIBRATOR_BIN_DIR``, or build/reuse the pinned binaries with tools/build.sh."""
-    env = os.environ.get("CALIBRATOR_BIN_DIR")
+def resolve_bin_dir(
+    progress: Callable[[str], None] = lambda _: None,
+    build_set: str = "control-plane",
+    env_var: str = "CALIBRATOR_BIN_DIR",
+) -> Path:
+    """``$<env_var>``, or build/reuse one set of pinned binaries with tools/build.sh."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env)
     if not BUILD_SCRIPT.exists():
-        raise PlaneError(f"{BUILD_SCRIPT} not found; set CALIBRATOR_BIN_DIR to the built binaries")
-    progress("building or reusing pinned binaries (tools/build.sh)")
+        raise PlaneError(f"{BUILD_SCRIPT} not found; set {env_var} to the built binaries")
+    progress(f"building or reusing pinned binaries (tools/build.sh --set {build_set})")
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), "--set", build_set],
         stdout=subprocess.PIPE,
         stderr=sys.stderr,
         text=True,
         check=False,
     )
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise PlaneError(f"tools/build.sh failed with exit code {proc.returncode}")
+        raise PlaneError(
+            f"tools/build.sh --set {build_set} failed with exit code {proc.returncode}"
+        )
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
