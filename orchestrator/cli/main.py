@@ -186,4 +186,7 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from orchestrator.cli.runtime import tune_gc
+
+    tune_gc()
     app()
