@@ -101,20 +101,25 @@ class FleetStack:
 
     def open(self, progress: Callable[[str], None]) -> auto.Stack:
         """Create or select the stack with its config; nothing is deployed yet."""
+        # Every input is checked before anything is written (state dir, stack, config).
         values = stack_config(self.stack, self.overrides)
+        if self.kubeconfig is not None and not self.kubeconfig.exists():
+            raise FleetSpecError(f"kubeconfig {self.kubeconfig} does not exist")
         bin_dir = self.bin_dir or resolve_pulumi_bin(progress)
         if not (bin_dir / "pulumi").exists():
             raise FleetStackError(f"{bin_dir}/pulumi not found")
         # PulumiCommand looks for <root>/bin/pulumi; give it that layout without copying.
         root = self.state_dir / "cli"
-        (root).mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
         link = root / "bin"
         if link.is_symlink() and link.resolve() != bin_dir.resolve():
             link.unlink()
         if not link.exists():
             link.symlink_to(bin_dir.resolve(), target_is_directory=True)
         backend = self.state_dir / "backend"
-        backend.mkdir(parents=True, exist_ok=True)
+        work_dir = self.state_dir / "work" / self.stack
+        for folder in (backend, work_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         env = {
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "PULUMI_CONFIG_PASSPHRASE": self._passphrase(),
@@ -123,7 +128,7 @@ class FleetStack:
             "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
         }
         opts = auto.LocalWorkspaceOptions(
-            work_dir=str(self.state_dir / "work" / self.stack),
+            work_dir=str(work_dir),
             pulumi_home=str(self.state_dir / "home"),
             env_vars=env,
             secrets_provider="passphrase",
@@ -134,7 +139,6 @@ class FleetStack:
             ),
             pulumi_command=auto.PulumiCommand(root=str(root), skip_version_check=True),
         )
-        Path(opts.work_dir or "").mkdir(parents=True, exist_ok=True)
         stack = auto.create_or_select_stack(
             stack_name=self.stack, project_name=PROJECT, program=main, opts=opts
         )
@@ -145,8 +149,6 @@ class FleetStack:
             for key, value in values.items()
         }
         if self.kubeconfig is not None:
-            if not self.kubeconfig.exists():
-                raise FleetSpecError(f"kubeconfig {self.kubeconfig} does not exist")
             config[f"{CONFIG_NAMESPACE}:kubeconfig"] = auto.ConfigValue(
                 value=self.kubeconfig.read_text(), secret=True
             )

@@ -3,25 +3,17 @@
 Stack config is untyped YAML written by people, so every defect becomes one ``FleetSpecError``
 naming the exact key (``clusters[2].machineDeployments[0].version: ...``) before a single
 resource is registered: a half-declared fleet must never reach the engine. Workloads use the
-FleetSnapshot workload format, so they are validated by the snapshot parser itself, and the
-declared fleet converts to a ``FleetSnapshot`` that every pure check (skew, placement) reads.
+FleetSnapshot workload format, so they are validated by the snapshot parser itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import (
-    Cluster,
-    ControlPlaneState,
-    FleetSnapshot,
-    MachineDeploymentState,
-    Workload,
-    snapshot_from_mapping,
-)
+from orchestrator.domain.snapshot import Workload, snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion, parse_version
 
 Backend = Literal["in-memory", "docker"]
@@ -68,23 +60,6 @@ class FleetSpec:
     clusters: tuple[ClusterSpec, ...]
     workloads: tuple[Workload, ...] = ()
     wait_for_available: bool = True
-
-    def snapshot(self, available_versions: Sequence[KubeVersion]) -> FleetSnapshot:
-        """The declared fleet as a snapshot, so pure checks need no Pulumi at all."""
-        clusters = tuple(
-            Cluster(
-                name=c.name,
-                control_plane=ControlPlaneState(c.version, c.control_plane_replicas),
-                labels=dict(c.labels or {}),
-                machine_deployments=tuple(
-                    MachineDeploymentState(md.name, c.worker_version(md), md.replicas)
-                    for md in c.machine_deployments
-                ),
-                topology=c.topology,
-            )
-            for c in self.clusters
-        )
-        return FleetSnapshot(tuple(available_versions), clusters, self.workloads)
 
 
 _DNS1123 = set("abcdefghijklmnopqrstuvwxyz0123456789-")

@@ -1,7 +1,8 @@
 """Cross-cluster placement (pure): a Karmada-style scheduler framework for FleetSnapshots.
 
 ``place(snapshot)`` filters, scores and divides replicas for every workload and explains every
-rejected cluster; ``find_new_home`` answers the planner's "can this workload leave that cluster?".
+rejected cluster; ``exclude_clusters`` answers the planner's "can these workloads leave that
+cluster?" for all affected workloads in one run.
 Plugins live one per file in ``plugins/``; ``framework`` holds their contracts.
 
 Semantics worth knowing before reading a decision:
@@ -36,7 +37,6 @@ from orchestrator.placement.scheduler import (
     ClusterReplicas,
     PlacementResult,
     WorkloadDecision,
-    find_new_home,
     place,
     placement_to_json,
 )
@@ -53,7 +53,6 @@ __all__ = [
     "Registry",
     "ScorePlugin",
     "WorkloadDecision",
-    "find_new_home",
     "place",
     "placement_to_json",
     "unfit",

@@ -1260,27 +1260,3 @@ def place(
     scheduler = _Scheduler(ctx, registry, frozenset(ctx.index[n] for n in exclude_clusters))
     chosen = _select(snapshot, workloads)
     return PlacementResult(tuple(scheduler.schedule(seq, w) for seq, w in enumerate(chosen)))
-
-
-def find_new_home(
-    snapshot: FleetSnapshot,
-    workload: Workload | str,
-    leaving_cluster: str,
-    *,
-    registry: Registry = DEFAULT_REGISTRY,
-) -> str | None:
-    """Where the workload would go if ``leaving_cluster`` were unavailable, or None if nowhere.
-
-    The planner asks this before an upgrade that breaks a workload on ``leaving_cluster``: None
-    means the upgrade must be blocked (or the workload fixed) first. A new cluster (not in the
-    current placement) is preferred in the answer, since that is where the leaving copy goes.
-    """
-    result = place(
-        snapshot, workloads=[workload], exclude_clusters={leaving_cluster}, registry=registry
-    )
-    decision = result.decisions[0]
-    if decision.unschedulable or not decision.clusters:
-        return None
-    current = set(_select(snapshot, [workload])[0].placement.clusters)
-    fresh = [c.name for c in decision.clusters if c.name not in current]
-    return fresh[0] if fresh else decision.clusters[0].name

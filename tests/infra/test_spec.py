@@ -41,14 +41,6 @@ def test_parses_defaults_and_versions() -> None:
     ]
 
 
-def test_snapshot_of_the_declared_fleet() -> None:
-    snapshot = parse_fleet(GOOD).snapshot([parse_version("v1.32.0"), parse_version("v1.33.0")])
-    dev = next(c for c in snapshot.clusters if c.name == "dev-eu")
-    assert not dev.topology
-    assert [str(md.version) for md in dev.machine_deployments] == ["v1.30.0", "v1.32.0"]
-    assert [w.name for w in snapshot.workloads] == ["web"]
-
-
 def _with(**changes: Any) -> dict[str, Any]:
     return {**GOOD, **changes}
 

@@ -13,7 +13,6 @@ from orchestrator.placement import (
     DEFAULT_REGISTRY,
     FITS,
     Registry,
-    find_new_home,
     place,
     placement_to_json,
     scheduler,
@@ -234,18 +233,6 @@ def test_decisions_agree_with_each_plugin_called_directly() -> None:
         for name, reasons in decision.reasons.items():
             direct = [r for p in static for r in p.filter(ctx, w, snapshot.cluster(name)).reasons]
             assert all(r in reasons for r in direct), (decision.workload, name)
-
-
-def test_find_new_home() -> None:
-    snapshot = fleet(
-        [cluster("a"), cluster("b"), cluster("c", taints=[UPGRADING])],
-        [
-            workload("movable", clusters=["a"], maxClusters=1),
-            workload("pinned", clusters=["a"], clusterAffinity={"clusterNames": ["a", "c"]}),
-        ],
-    )
-    assert find_new_home(snapshot, "default/movable", "a") == "b"
-    assert find_new_home(snapshot, snapshot.workloads[1], "a") is None
 
 
 def test_registry_can_drop_and_add_plugins() -> None:
