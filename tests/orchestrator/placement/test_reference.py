@@ -22,6 +22,8 @@ def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any
         assert got.evicted == want.evicted, got.workload
         assert got.affinity == want.affinity, got.workload
         assert dict(got.reasons) == want.reasons, got.workload
+        assert got.division_note == want.division_note, got.workload
+        assert got.evict_at == want.evict_at, got.workload
 
 
 @pytest.fixture(scope="module")
