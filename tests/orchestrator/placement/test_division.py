@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestrator.domain.selectors import LabelSelector
 from orchestrator.domain.snapshot import Cluster, ControlPlaneState, StaticWeight
 from orchestrator.domain.versions import KubeVersion
-from orchestrator.placement import division
+from orchestrator.placement import division, place
+from tests.orchestrator.placement.fleet import cluster, fleet, workload
 
 # The weights of Karmada's documentation example: clusters A, B, C, D.
 KARMADA = [100000, 80000, 30000, 20000]
@@ -209,3 +212,58 @@ def test_aggregated(
     allocation = division.aggregated(replicas, [1, 9, 5], rooms, current)
     assert allocation.replicas == expected
     assert allocation.unplaced == unplaced
+
+
+# ------------------------------------------------------------------ through place()
+
+
+def _placed(members: list[dict[str, Any]], **w: Any) -> dict[str, int]:
+    decision = place(fleet(members, [workload("w", **w)])).decision("default/w")
+    assert not decision.unschedulable, dict(decision.reasons)
+    return decision.replicas
+
+
+def test_place_divides_karmadas_example_by_static_weights() -> None:
+    names = "abcd"
+    weights = [{"cluster": n, "weight": w} for n, w in zip(names, KARMADA, strict=True)]
+    clusters = [cluster(n) for n in names]
+    policy = {"type": "Weighted", "weights": weights}
+    assert _placed(clusters, replicas=3, replicaScheduling=policy) == {"a": 2, "b": 1}
+    assert _placed(clusters, replicas=6, replicaScheduling=policy) == {
+        "a": 2,
+        "b": 2,
+        "c": 1,
+        "d": 1,
+    }
+
+
+def test_place_takes_the_largest_matching_weight() -> None:
+    clusters = [
+        cluster("eu", labels={"env": "prod", "region": "eu"}),
+        cluster("us", labels={"env": "prod"}),
+    ]
+    policy = {
+        "type": "Weighted",
+        "weights": [
+            {"matchLabels": {"env": "prod"}, "weight": 1},
+            {"matchLabels": {"region": "eu"}, "weight": 3},
+        ],
+    }
+    assert _placed(clusters, replicas=4, replicaScheduling=policy) == {"eu": 3, "us": 1}
+
+
+def test_place_aggregates_on_the_fewest_clusters_preferring_those_in_use() -> None:
+    small = {"cpu": "1", "memory": "64Gi"}  # room for 10 replicas of 100m
+    big = {"cpu": "2", "memory": "64Gi"}  # room for 20
+    clusters = [
+        cluster("a", capacity=small),
+        cluster("b", capacity=big),
+        cluster("c", capacity=small),
+    ]
+    policy = {"type": "Aggregated"}
+    assert _placed(clusters, replicas=8, replicaScheduling=policy) == {"b": 8}
+    assert _placed(clusters, replicas=8, replicaScheduling=policy, clusters=["c"]) == {"c": 8}
+    assert _placed(clusters, replicas=25, replicaScheduling=policy) == {
+        "a": 8,
+        "b": 17,
+    }  # 8.33 : 16.67
