@@ -11,7 +11,7 @@ away from a cluster when one more is divided (no Alabama paradox, which KubeFed'
 remainder method has), and it is exactly as fair to small weights as to large ones. Equal
 priorities go to the cluster with fewer replicas so far (Karmada's rule: small clusters get
 their first replica early, which helps availability), then to the better score, then to the
-lower position (name). Priorities are compared as exact fractions, never as floats.
+lower position (name). Priorities are compared exactly (never as floats).
 
 * Duplicated: every selected cluster runs all replicas; ``max_clusters`` keeps the best-scored N.
 * Weighted: first each cluster's ``minReplicas`` (best score first), then Webster by weight,
@@ -33,7 +33,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import cast
 
 from orchestrator.domain.snapshot import Cluster, StaticWeight
@@ -108,8 +107,20 @@ def webster(
     assigned = dict(start) if start else {}
     if seats <= 0:
         return {p: r for p, r in assigned.items() if r > 0}
-    n = len(weights)
-    active = [p for p in range(n) if weights[p] > 0 and _room(p, caps, assigned) > 0]
+    if caps is None:
+        active = [p for p, w in enumerate(weights) if w > 0]
+    elif assigned:
+        active = [
+            p
+            for p, (w, cap) in enumerate(zip(weights, caps, strict=True))
+            if w > 0 and (cap is None or cap > assigned.get(p, 0))
+        ]
+    else:
+        active = [
+            p
+            for p, (w, cap) in enumerate(zip(weights, caps, strict=True))
+            if w > 0 and (cap is None or cap > 0)
+        ]
     if not active:
         return {p: r for p, r in assigned.items() if r > 0}
     if not assigned and seats < len(active):
@@ -164,16 +175,26 @@ def _sequential(
 ) -> None:
     """The plain method: one replica at a time to the highest priority (heap of the clusters).
 
-    Equal priorities with equal replicas so far need equal weights, so scores are read only
-    for clusters that share their weight with another.
+    A priority ``w / (2h + 1)`` is keyed as ``floor(w * 2**shift / (2h + 1))``: with ``2**shift``
+    at least the square of every denominator in play, two different fractions differ by at
+    least 1 after scaling, so the integer keys order them exactly as the fractions, and equal
+    fractions get equal keys (ties stay ties). Equal priorities with equal replicas so far need
+    equal weights, so scores are read only for clusters that share their weight with another.
     """
     counts: dict[int, int] = {}
     for p in active:
         counts[weights[p]] = counts.get(weights[p], 0) + 1
     shared = [p for p in active if counts[weights[p]] > 1]
     score_of = dict(zip(shared, scores_at(scores, shared), strict=True))
+    most = max(assigned.get(p, 0) for p in active) + seats
+    shift = 2 * (2 * most + 1).bit_length()
     heap = [
-        (Fraction(-weights[p], 2 * (held := assigned.get(p, 0)) + 1), held, -score_of.get(p, 0), p)
+        (
+            -((weights[p] << shift) // (2 * (held := assigned.get(p, 0)) + 1)),
+            held,
+            -score_of.get(p, 0),
+            p,
+        )
         for p in active
     ]
     heapq.heapify(heap)
@@ -183,7 +204,8 @@ def _sequential(
         assigned[p] = held
         seats -= 1
         if _room(p, caps, assigned) > 0:
-            heapq.heappush(heap, (Fraction(-weights[p], 2 * held + 1), held, negative_score, p))
+            key = -((weights[p] << shift) // (2 * held + 1))
+            heapq.heappush(heap, (key, held, negative_score, p))
 
 
 def _room(p: int, caps: Sequence[int | None] | None, assigned: dict[int, int]) -> int:
