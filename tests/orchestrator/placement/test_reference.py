@@ -171,6 +171,7 @@ def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
             placement["replicaScheduling"] = {"type": "Dynamic"}
             w["replicas"] = rng.choice((30, 60, 120))  # beyond what small clusters hold
         elif roll < 0.28:
+            placement.pop("maxClusters", None)  # so that large ones spill onto several clusters
             placement["replicaScheduling"] = {"type": "Aggregated"}
             w["replicas"] = rng.choice((3, 30, 120))
     return snapshot_from_mapping(mapping)
