@@ -175,7 +175,9 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
     from orchestrator.placement import placement_to_json
 
     snap = _snapshot(snapshot)
-    result = run_placement(snap)
+    # The real clock ends NoExecute tolerations whose tolerationSeconds ran out (placement is
+    # pure and reads none itself).
+    result = run_placement(snap, now=datetime.now(UTC))
     doc = placement_to_json(result)
 
     def table(con: Console) -> None:
