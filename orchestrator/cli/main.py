@@ -33,7 +33,7 @@ app = typer.Typer(
 
 
 def _register_subcommands() -> None:
-    from orchestrator.cli import calibration, demo
+    from orchestrator.cli import calibration, demo, report
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
 
@@ -41,6 +41,7 @@ def _register_subcommands() -> None:
     app.add_typer(fleet_app, name="fleet")
     calibration.register(app)
     demo.register(app)
+    report.register(app)
 
 
 _register_subcommands()
@@ -190,3 +191,7 @@ def main() -> None:
 
     tune_gc()
     app()
+
+
+if __name__ == "__main__":
+    main()
