@@ -20,7 +20,7 @@ depend on colour alone.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import date
 from html import escape
 
@@ -40,6 +40,10 @@ from orchestrator.domain.waves import Stage
 from orchestrator.planning import CalibrationPlan
 
 GROUP_LABEL = "env"
+# Longer name lists and wave lists start folded (<details>, no script needed): at 1,000 clusters
+# the "needs attention" section must stay one screen, the matrix below lists every name anyway.
+FOLD_NAMES = 24
+FOLD_WAVES = 60
 NO_GROUP = "(no env label)"
 Minor = tuple[int, int]
 
@@ -77,6 +81,9 @@ border-radius:3px}
 ul.flat{margin:2px 0 8px;padding-left:18px}
 .names{display:flex;flex-wrap:wrap;gap:2px 10px;margin:2px 0 8px;padding:0;list-style:none}
 .names li,.cn{white-space:nowrap}
+summary{cursor:pointer;color:var(--blue);margin:2px 0 6px}
+.eol{margin:4px 0}
+.eol details,.eol .names{margin-left:36px}
 .badge{display:inline-block;padding:0 6px;border:1px solid var(--line);border-radius:3px}
 .card.warn b{color:#9a6700}
 table{border-collapse:separate;border-spacing:0}
@@ -219,11 +226,13 @@ def _cards(rows: Sequence[ClusterDrift], plan: CalibrationPlan, today: date) -> 
     return f'<div class="cards">{html}</div>'
 
 
-def _name_list(names: Iterable[str]) -> str:
+def _name_list(names: Sequence[str]) -> str:
+    items = "".join(f'<li><a href="#{_anchor(n)}">{_e(n)}</a></li>' for n in names)
+    if len(names) <= FOLD_NAMES:
+        return f'<ul class="names">{items}</ul>'
     return (
-        '<ul class="names">'
-        + "".join(f'<li><a href="#{_anchor(n)}">{_e(n)}</a></li>' for n in names)
-        + "</ul>"
+        "<details><summary>show the names</summary>"
+        f'<ul class="names">{items}</ul></details>'
     )
 
 
@@ -270,11 +279,10 @@ def _attention(rows: Sequence[ClusterDrift], today: date) -> str:
         out.append('<p class="note">Every running minor is supported for 90 days or more.</p>')
     for (state, key), names in sorted(by_minor.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])):
         status = _minor_status(key, today)
-        links = "".join(f'<li><a href="#{_anchor(n)}">{_e(n)}</a></li>' for n in names)
         out.append(
-            f'<ul class="names eol"><li><b class="badge st-{state}">{_e(_minor_text(key))}</b> '
-            f"{_e(status.describe())}, {_count(len(names), 'cluster')}"
-            f" (oldest component):</li>{links}</ul>"
+            f'<div class="eol"><b class="badge st-{state}">{_e(_minor_text(key))}</b> '
+            f"{_e(status.describe())}: {_count(len(names), 'cluster')} "
+            f"(by their oldest component){_name_list(names)}</div>"
         )
     out.append("</section>")
     return "".join(out)
@@ -416,14 +424,17 @@ def _waves(plan: CalibrationPlan) -> tuple[str, dict[str, str]]:
         )
         if windows:
             out.append(f'<div class="meta">maintenance windows: {_e("; ".join(windows))}</div>')
+        waves = stage.waves()
+        if len(waves) > FOLD_WAVES:
+            out.append(f"<details><summary>show all {len(waves)} waves</summary>")
         out.append('<ol class="waves">')
-        for wave in stage.waves():
+        for wave in waves:
             number += 1
             for name in wave:
                 wave_of[name] = f"W{number} {stage.name}"
             names = ", ".join(f'<a class="cn" href="#{_anchor(n)}">{_e(n)}</a>' for n in wave)
             out.append(f'<li class="wave"><span class="wn">W{number}</span>{names}</li>')
-        out.append("</ol></li>")
+        out.append("</ol></details></li>" if len(waves) > FOLD_WAVES else "</ol></li>")
     out.append("</ol>")
     if plan.rollout.unassigned:
         out.append(
