@@ -230,10 +230,7 @@ def _name_list(names: Sequence[str]) -> str:
     items = "".join(f'<li><a href="#{_anchor(n)}">{_e(n)}</a></li>' for n in names)
     if len(names) <= FOLD_NAMES:
         return f'<ul class="names">{items}</ul>'
-    return (
-        "<details><summary>show the names</summary>"
-        f'<ul class="names">{items}</ul></details>'
-    )
+    return f'<details><summary>show the names</summary><ul class="names">{items}</ul></details>'
 
 
 def _attention(rows: Sequence[ClusterDrift], today: date) -> str:
