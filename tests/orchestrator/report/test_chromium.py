@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.cli.main import app
-from tests.orchestrator.report.test_html import parse
+from tests.orchestrator.report.dom import parse
 
 ROOT = Path(__file__).parents[3]
 WINDOW = (1400, 900)
