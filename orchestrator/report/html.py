@@ -65,7 +65,7 @@ h2{font-size:16px;margin:26px 0 8px;padding-bottom:4px;border-bottom:1px solid v
 h3{font-size:13px;margin:12px 0 4px}
 a{color:var(--blue);text-decoration:none}
 .meta,.note{color:var(--mute)}
-nav{margin:10px 0;position:sticky;top:0}
+nav{margin:10px 0}
 nav a{margin-right:14px}
 .cards{display:flex;flex-wrap:wrap;gap:8px;margin:12px 0}
 .card{border:1px solid var(--line);border-radius:6px;padding:5px 10px;min-width:96px}
