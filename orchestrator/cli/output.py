@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NoReturn
 
 import yaml
 from rich.console import Console
+from rich.table import Table
 
 # Width Rich gets when the stream is not a terminal (a pipe, a CI log, `| tee demo.log`). Rich
 # falls back to 80 columns there and squeezes tables until names end in "…" ("demo-prod…"),
@@ -33,6 +34,20 @@ def console(*, stderr: bool = False) -> Console:
     if stream.isatty():
         return Console(stderr=stderr, highlight=False)
     return Console(stderr=stderr, highlight=False, width=NON_TTY_WIDTH)
+
+
+def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
+    """A table whose cells are never cut with "…".
+
+    The first ``names`` columns hold names (clusters, workloads): they never wrap, so each name
+    stays one greppable token. Every other column folds a long word onto the next line instead
+    of Rich's default ellipsis. Together with ``output.console`` (wide when not a terminal) this
+    keeps names whole in logs and in narrow terminals.
+    """
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i < names, overflow="fold")
+    return table
 
 
 def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) -> None:

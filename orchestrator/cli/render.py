@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.cli.output import new_table
 from orchestrator.domain.drift import DriftReport
 from orchestrator.planning import CalibrationPlan
 
@@ -18,20 +19,6 @@ _STATUS_STYLE = {
     "skewed": "bold red",
     "end-of-life": "red",
 }
-
-
-def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
-    """A table whose cells are never cut with "…".
-
-    The first ``names`` columns hold names (clusters, workloads): they never wrap, so each name
-    stays one greppable token. Every other column folds a long word onto the next line instead
-    of Rich's default ellipsis. Together with ``output.console`` (wide when not a terminal) this
-    keeps names whole in logs and in narrow terminals.
-    """
-    table = Table(title=title)
-    for i, col in enumerate(columns):
-        table.add_column(col, no_wrap=i < names, overflow="fold")
-    return table
 
 
 def _labels(labels: Mapping[str, str]) -> str:
