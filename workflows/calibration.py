@@ -98,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         WaitWorkersInput,
         WindowPlan,
     )
+    from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
 
 UPGRADING_EFFECT: TaintEffect = "NoSchedule"
 MIN_TIMER = timedelta(seconds=1)
@@ -226,6 +227,7 @@ class ClusterUpgrade:
     @workflow.run
     async def run(self, input: ClusterUpgradeInput) -> ClusterProgress:
         """Run the cluster's upgrade; returns its final progress (also reported to the parent)."""
+        validate_cluster_upgrade_input(input)  # started by any client: check first
         plan = input.plan
         await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
         if not await self._guarded("preflight", self._preflight):
@@ -819,6 +821,7 @@ class FleetCalibration:
     @workflow.run
     async def run(self, input: CalibrationInput) -> CalibrationProgress:
         """Plan (once), run the stages, then settle every cluster and report the outcome."""
+        validate_calibration_input(input)  # started by any client: check first
         if self._plan is None:
             self._touch()
             self._plan = await self._make_plan(input)
