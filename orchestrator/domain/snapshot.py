@@ -484,7 +484,7 @@ def _toleration(raw: object, where: str) -> Toleration:
     _check_fields(data, {"key", "operator", "value", "effect", "tolerationSeconds"}, where)
     operator = data.get("operator", "Equal")
     if operator not in ("Equal", "Exists"):
-        raise SnapshotError(f"{where}.operator: must be Equal or Exists, got {quote(operator)}")
+        raise SnapshotError(f"{where}.operator: must be Equal or Exists, got {operator!r}")
     key = data.get("key", "") or ""
     if not isinstance(key, str):
         raise SnapshotError(f"{where}.key: must be a string")
