@@ -298,7 +298,10 @@ _NO_KEY = object()
 
 
 def _load_yaml(text: str, what: str) -> Any:
-    parser = _Parser(text)
+    try:
+        parser = _Parser(text)
+    except UnicodeEncodeError as err:  # text (not bytes) holding lone surrogates
+        raise DocumentError(f"{what} is not valid text (position {err.start})") from None
     try:
         return _build(parser, what)
     except yaml.MarkedYAMLError as err:
@@ -306,8 +309,9 @@ def _load_yaml(text: str, what: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = err.problem or "unparseable"
         raise DocumentError(f"{what} is not valid YAML{where}: {problem}") from None
-    except yaml.YAMLError as err:
-        raise DocumentError(f"{what} is not valid YAML: {str(err)[:200]}") from None
+    except yaml.YAMLError as err:  # e.g. a ReaderError: control characters
+        first = (str(err).splitlines() or ["unparseable"])[0]
+        raise DocumentError(f"{what} is not valid YAML: {first[:200]}") from None
     finally:
         dispose = getattr(parser, "dispose", None)
         if dispose is not None:

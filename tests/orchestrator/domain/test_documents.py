@@ -71,6 +71,10 @@ BAD = [
     (_bomb(), f"more than {MAX_ALIAS_NODES:,} nodes"),
     (b"a: \xff\xfe", "not UTF-8"),
     ("a: b\x00", "NUL characters"),
+    ("a: \x07b", "control characters are not allowed"),
+    ("a: \ud800", "not valid text"),
+    ("a: !!float nope", "invalid float 'nope'"),
+    ("a: {b: 1, b: 2}", "duplicate key 'b'"),
 ]
 
 
