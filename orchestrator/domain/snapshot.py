@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Literal, TypeVar, cast
 
 import yaml
@@ -423,7 +424,11 @@ def _cluster(raw: object, where: str) -> Cluster:
     taint_ids: set[tuple[str, str]] = set()
     for i, t_raw in enumerate(_list(data.get("taints"), f"{where}.taints")):
         here = f"{where}.taints[{i}]"
-        _check_fields(_mapping(t_raw, here), {"key", "value", "effect", "timeAdded"}, here)
+        t_map = _mapping(t_raw, here)
+        _check_fields(t_map, {"key", "value", "effect", "timeAdded"}, here)
+        added = t_map.get("timeAdded")
+        if added is not None and not isinstance(added, str | date):  # YAML reads times as dates
+            raise SnapshotError(f"{here}.timeAdded: must be an RFC 3339 time, got {quote(added)}")
         try:
             taint = taint_from_mapping(t_raw, here)
         except InputError as err:

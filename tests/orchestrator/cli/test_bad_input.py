@@ -179,6 +179,11 @@ SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
         ),
         "invalid timestamp",
     ),
+    (
+        "timeAdded-list",
+        _fleet(_set("clusters.3.taints.0.timeAdded", [1, 2])),
+        "timeAdded: must be an RFC 3339 time",
+    ),
     ("not-utf8", b"clusters: [\xff\xfe]\n", "not UTF-8"),
     ("nul-bytes", b"clusters: []\x00\x00", "NUL characters"),
     ("empty", "", "snapshot is empty"),
