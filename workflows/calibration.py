@@ -571,6 +571,7 @@ class FleetCalibration:
         self._approved: set[str] = set()
         self._pause_reason = ""
         self._clusters: dict[str, ClusterProgress] = {}
+        self._skipped: dict[str, str] = {}  # clusters the inventory could not read: reason
         self._stages: list[StageProgress] = []
         if checkpoint is not None:
             self._plan = checkpoint.plan
@@ -861,6 +862,7 @@ class FleetCalibration:
                     CalibrationActivities.inventory, InventoryInput(), **opts
                 )
                 snapshot, namespaces = inv.snapshot, inv.namespaces
+                self._skipped = dict(inv.skipped)
             return await workflow.execute_activity_method(
                 CalibrationActivities.plan,
                 PlanInput(
@@ -907,6 +909,16 @@ class FleetCalibration:
                 window="" if cplan.window is None else cplan.window.description,
                 steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps),
                 reasons=cplan.reasons,
+            )
+        for name, reason in sorted(self._skipped.items()):  # shown, never touched
+            self._clusters.setdefault(
+                name,
+                ClusterProgress(
+                    name=name,
+                    state=ClusterState.SKIPPED,
+                    message=f"skipped: {reason}",
+                    reasons=(reason,),
+                ),
             )
         self._stages = [
             StageProgress(

@@ -143,3 +143,23 @@ def test_started_directly_the_workflows_fail_at_once_and_touch_nothing(harness: 
         assert fleet.events == []
 
     harness.run(fleet, body)
+
+
+def test_a_cluster_the_inventory_skipped_is_shown_with_its_reason(harness: Harness) -> None:
+    fleet = in_memory(cluster("a", "v1.32.9"))
+    read = fleet.inventory
+
+    async def inventory(clusters: Any = ()) -> Any:
+        return replace(await read(clusters), skipped={"broken": "no Kubernetes version"})
+
+    fleet.inventory = inventory  # type: ignore[method-assign]
+
+    async def body(c: Calibration) -> None:
+        handle = await c.start("v1.33.5", strategy={"stages": STAGES})
+        result = await handle.result()
+        broken = result.cluster("broken")
+        assert broken.state == "Skipped" and broken.message == "skipped: no Kubernetes version"
+        assert result.cluster("a").state == "Succeeded"
+        assert fleet.events_of("broken") == []
+
+    harness.run(fleet, body)
