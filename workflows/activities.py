@@ -21,6 +21,7 @@ Rules every activity keeps, because the workflow's guarantees rest on them:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -31,7 +32,9 @@ from orchestrator.domain.compatibility import cluster_findings
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.snapshot import (
+    Cluster,
     FleetSnapshot,
+    Workload,
     replace_cluster,
     snapshot_from_mapping,
     snapshot_to_mapping,
@@ -60,6 +63,7 @@ from workflows.model import (
     PatchResult,
     PatchWorkersInput,
     PlacementDecisionInfo,
+    PlacementWrite,
     PlanInput,
     PoolVersion,
     PreflightInput,
@@ -84,6 +88,7 @@ INVALID_INPUT = "InvalidInput"
 NOT_FOUND = "NotFound"
 VERSION_CONFLICT = "VersionConflict"
 ROLLOUT_FAILED = "RolloutFailed"
+PLACEMENT_CONFLICT = "PlacementConflict"  # retryable: other placements kept winning
 
 NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAILED)
 
@@ -91,6 +96,35 @@ NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAIL
 def step_id(calibration_id: str, cluster: str, index: int, component: str, version: str) -> str:
     """Stable id of a planned step: the same plan gives the same ids on every retry and replay."""
     return f"{calibration_id}/{cluster}/{index:02d}-{component}-{version}"
+
+
+# Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
+PLACEMENT_ROUNDS = 5
+# Workload lists in a ReplaceResult are cut to this many names (the counts stay exact).
+RESULT_LIST_LIMIT = 20
+
+
+def _first(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(names[:RESULT_LIST_LIMIT])
+
+
+def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workload, ...]:
+    """Workloads a step of ``cluster`` can move: those it hosts, and those it could now host.
+
+    A step changes only the cluster's version and taints. A workload elsewhere can start using
+    the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
+    facts a step does not change); tolerations, API compatibility and capacity are deliberately
+    not pre-filtered, so the set over-approximates rather than misses. Everything else keeps its
+    decision: its clusters did not change.
+    """
+    chosen: list[Workload] = []
+    for w in snapshot.workloads:
+        policy = w.placement
+        if cluster.name in policy.clusters or (
+            not policy.affinities or any(a.matches(cluster) for a in policy.affinities)
+        ):
+            chosen.append(w)
+    return tuple(chosen)
 
 
 def _invalid(message: str) -> NoReturn:
@@ -357,14 +391,38 @@ class CalibrationActivities:
 
     @activity.defn(name="replace")
     async def replace(self, input: ReplaceInput) -> ReplaceResult:
-        """Re-run placement on a fresh inventory and write the decisions.
+        """Re-place the workloads this cluster's step can affect and write what changed.
 
         With ``upcoming_version`` the cluster is placed as if it ran that version, so workloads
         it would break move away before the patch. Unschedulable workloads keep their current
         decision (writing an empty one would evict them everywhere). ``stranded`` names those
         that run on the cluster and were rejected there; before a step that means the step would
         break them, so nothing is written and the workflow must not run the step.
+
+        Cost in proportion to the step: only ``affected_workloads`` are placed, and only decisions
+        that differ from the stored ones are written. Each write is a compare-and-swap on the
+        workload's version as this inventory read it; a workload another cluster's placement
+        changed meanwhile is re-read and recomputed (a few rounds, then a retryable failure).
         """
+        written = 0
+        conflicts = 0
+        for _ in range(PLACEMENT_ROUNDS):
+            outcome = await self._replace_once(input)
+            if isinstance(outcome, ReplaceResult):
+                return dataclasses.replace(
+                    outcome, written=written + outcome.written, conflicts=conflicts
+                )
+            written += len(outcome.written)
+            conflicts += len(outcome.conflicts)
+            activity.heartbeat(f"{len(outcome.conflicts)} placement conflict(s); re-reading")
+        raise ApplicationError(
+            f"placement for {input.cluster.name}: workloads kept changing under "
+            f"{PLACEMENT_ROUNDS} attempts ({conflicts} conflicts)",
+            type=PLACEMENT_CONFLICT,
+        )
+
+    async def _replace_once(self, input: ReplaceInput) -> ReplaceResult | PlacementWrite:
+        """One read-place-write round; a PlacementWrite with conflicts means "read again"."""
         inv = await self._backend.inventory()
         snapshot = inv.snapshot
         name = input.cluster.name
@@ -373,15 +431,16 @@ class CalibrationActivities:
             if input.upcoming_version:
                 upcoming = KubeVersion.parse(input.upcoming_version)
                 snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
-            result = place(snapshot)
+            affected = affected_workloads(snapshot, current)
+            result = place(dataclasses.replace(snapshot, workloads=affected)) if affected else None
         except InputError as err:
             _invalid(str(err))
-        before = {w.key: set(w.placement.clusters) for w in snapshot.workloads}
+        before = {w.key: set(w.placement.clusters) for w in affected}
         decisions: list[PlacementDecisionInfo] = []
         moved: list[str] = []
         stranded: list[str] = []
         unschedulable: list[str] = []
-        for decision in result.decisions:
+        for decision in result.decisions if result is not None else ():
             was_here = name in before.get(decision.workload, set())
             if decision.unschedulable:
                 unschedulable.append(decision.workload)
@@ -397,12 +456,20 @@ class CalibrationActivities:
                         ClusterReplicasInfo(c.name, c.replicas) for c in decision.clusters
                     ),
                     reason=input.reason,
+                    resource_version=inv.workload_versions.get(decision.workload, ""),
                 )
             )
+        lists = (_first(moved), _first(stranded), _first(unschedulable))
         if stranded and input.upcoming_version:
-            return ReplaceResult(0, (), tuple(stranded), tuple(unschedulable))
-        await self._backend.write_placement(decisions, input.reason)
-        return ReplaceResult(len(decisions), tuple(moved), tuple(stranded), tuple(unschedulable))
+            return ReplaceResult(0, (), lists[1], lists[2], affected=len(affected))
+        # Called even with nothing to write: an empty call costs no API request, and the backend
+        # sees every placement run (the in-memory fleet records them).
+        write = await self._backend.write_placement(decisions, input.reason)
+        if write.conflicts:
+            return write
+        return ReplaceResult(
+            len(decisions), *lists, affected=len(affected), written=len(write.written)
+        )
 
     # ---------------------------------------------------------------- control plane
 

@@ -346,6 +346,9 @@ class ReplaceResult:
     moved: tuple[str, ...] = ()
     stranded: tuple[str, ...] = ()
     unschedulable: tuple[str, ...] = ()
+    affected: int = 0  # workloads re-placed (hosted on the cluster or able to go there)
+    written: int = 0  # decisions that changed and were written
+    conflicts: int = 0  # compare-and-swap losses that were re-read and recomputed
 
 
 @dataclass(frozen=True)
@@ -526,6 +529,21 @@ class PlacementDecisionInfo:
     clusters: tuple[ClusterReplicasInfo, ...]
     unschedulable: bool = False
     reason: str = ""
+    # The workload's version the decision was computed from (``Inventory.workload_versions``):
+    # the write is a compare-and-swap on it; "" writes unconditionally.
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementWrite:
+    """What ``FleetBackend.write_placement`` did.
+
+    ``written``: decisions that differed from what was stored and were written; ``conflicts``:
+    workloads someone else changed since the inventory read them (nothing written for them).
+    """
+
+    written: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
