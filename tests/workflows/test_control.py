@@ -149,7 +149,10 @@ def test_progress_query_shape(harness: Harness) -> None:
         assert isinstance(mid.started_at, datetime) and isinstance(mid.updated_at, datetime)
         assert [s.name for s in mid.stages] == ["canary"]
         assert isinstance(mid.stages[0], StageProgress)
-        assert mid.stages[0].state == StageState.RUNNING and mid.stages[0].waves == (("ok",),)
+        assert mid.stages[0].state == StageState.RUNNING
+        assert (mid.stages[0].wave_count, mid.stages[0].clusters) == (1, 1)
+        assert mid.total_clusters == 3
+        assert mid.counts == {"Blocked": 1, "Running": 1, "UpToDate": 1}
         ok = mid.cluster("ok")
         assert isinstance(ok, ClusterProgress) and ok.stage == "canary"
         assert ok.from_version == "v1.32.9" and ok.target == "v1.33.5"
