@@ -419,6 +419,9 @@ class CalibrationActivities:
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
         return [
+            # inventory and plan put the fleet and the plan in history; the workflows no longer
+            # call them (plan_fleet does both, out of history), but runs started before that
+            # change still may, so a new worker keeps serving them.
             self.inventory,
             self.plan,
             self.plan_fleet,

@@ -5,12 +5,15 @@ domain code is imported through ``imports_passed_through`` and everything else h
 activities. The rules below are the product's safety promises, so they are spelled out here.
 
 FleetCalibration
-  plan (inventory + plan activities, so the plan is in history) -> for each stage: approval gate ->
+  plan (one activity: inventory, plan, store the plan by digest; history keeps the digest and a
+  bounded summary, so payloads do not grow with the fleet) -> for each stage: approval gate ->
   waves in order, a wave's clusters at once (the planner already split groups into waves of at
   most ``maxConcurrency``) -> soak -> next stage. A cluster starts only while the run is neither
   paused, aborted nor over its failure budget, and only inside its maintenance window (evaluated
-  on the workflow clock). Each cluster is a ``ClusterUpgrade`` child that reports every
-  transition back by signal, so the ``progress`` query shows stage, cluster and step states.
+  on the workflow clock). A wave's members are read from the stored plan in bounded slices; each
+  cluster is a ``ClusterUpgrade`` child that reads its own plan by digest and reports every
+  transition back by signal, so the ``progress`` query shows stage, cluster and step states:
+  counts for every cluster, detail for those in flight, failed or just finished.
   Failure budget ``maxFailures`` (default 0): a cluster counts as failed while it waits for a
   decision and after it gave up. Over budget the run is *halted*: running clusters finish their
   current work, nothing new starts, and the run resumes when a retry succeeds or a failed cluster
