@@ -131,6 +131,21 @@ def _short_options(options: CalibrationOptions) -> dict[str, Any]:
     }
 
 
+def _read_options(options: CalibrationOptions) -> dict[str, Any]:
+    """Reads of the stored plan: retried until the store answers, except for a missing plan.
+
+    An outage of the store pauses the run instead of failing it; the plan itself cannot change.
+    """
+    return {
+        "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=60),
+            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
+        ),
+    }
+
+
 def _wait_options(options: CalibrationOptions) -> dict[str, Any]:
     """Rollout waits: one budget for all attempts; heartbeats detect a dead worker early."""
     return {
@@ -266,7 +281,7 @@ class ClusterUpgrade:
             self._plan = await workflow.execute_activity_method(
                 CalibrationActivities.cluster_plan,
                 ClusterPlanInput(input.plan_ref, input.cluster),
-                **_short_options(input.options),
+                **_read_options(input.options),
             )
             self._progress = self._initial_progress(self._plan)
         plan = self._plan
@@ -1036,7 +1051,7 @@ class FleetCalibration:
             part = await workflow.execute_activity_method(
                 CalibrationActivities.wave,
                 WaveInput(self._plan.plan, stage_index, wave_index, offset, WAVE_SLICE),
-                **_short_options(self._input.options),
+                **_read_options(self._input.options),
             )
             total = part.total
             offset += max(1, len(part.members))
