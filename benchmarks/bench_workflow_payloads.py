@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -112,6 +113,11 @@ async def measure(clusters: int, behind: int) -> None:
                         await history_figures(env.client, f"{handle.id}/{names[i]}", None)
                     )
     print(f"== {clusters} clusters, {behind} behind: {outcome} in {elapsed:.1f} s")
+    for digest, blob in fleet.blobs.items():
+        print(
+            f"  stored plan {digest[:12]}: {len(blob) / 1e6:.2f} MB JSON, "
+            f"{len(gzip.compress(blob)) / 1e6:.2f} MB gzip (out of history)"
+        )
     for f in figures:
         print(
             f"  {f.workflow_id}: {f.events} events, largest {f.largest / 1e6:.3f} MB "
