@@ -43,7 +43,7 @@ from orchestrator.domain.snapshot import (
     snapshot_from_mapping,
     snapshot_to_mapping,
 )
-from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
+from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint, parse_time
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.placement import place
@@ -131,14 +131,19 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
     A step changes only the cluster's version and taints. A workload elsewhere can start using
     the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
     facts a step does not change); tolerations, API compatibility and capacity are deliberately
-    not pre-filtered, so the set over-approximates rather than misses. Everything else keeps its
-    decision: its clusters did not change.
+    not pre-filtered, so the set over-approximates rather than misses. Workloads whose NoExecute
+    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict them.
+    Everything else keeps its decision: its clusters did not change.
     """
     chosen: list[Workload] = []
     for w in snapshot.workloads:
         policy = w.placement
-        if cluster.name in policy.clusters or (
-            not policy.affinities or any(a.matches(cluster) for a in policy.affinities)
+        if (
+            cluster.name in policy.clusters
+            or not policy.affinities
+            or any(a.matches(cluster) for a in policy.affinities)
+            # A time-bounded NoExecute toleration can run out between any two runs.
+            or any(t.toleration_seconds is not None for t in policy.tolerations)
         ):
             chosen.append(w)
     return tuple(chosen)
@@ -671,7 +676,12 @@ class CalibrationActivities:
                 upcoming = KubeVersion.parse(input.upcoming_version)
                 snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
             affected = affected_workloads(snapshot, current)
-            result = place(dataclasses.replace(snapshot, workloads=affected)) if affected else None
+            now = parse_time(input.now) if input.now else None
+            result = (
+                place(dataclasses.replace(snapshot, workloads=affected), now=now)
+                if affected
+                else None
+            )
         except InputError as err:
             _invalid(str(err))
         before = {w.key: set(w.placement.clusters) for w in affected}

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from orchestrator.cli.output import Format, emit, fail
+from orchestrator.cli.output import Format, emit, fail, new_table
 
 T = TypeVar("T")
 
@@ -77,6 +77,7 @@ def renderable(doc: dict[str, Any]) -> Table:
     title = f"{doc['calibration_id']} -> {doc['target']}: {doc['phase']}"
     if doc.get("paused"):
         title += " (paused)"
+    table = new_table(title, ("Cluster", "Stage", "State", "From", "Tainted", "Message"))
     caption = [str(doc.get("message") or "")]
     counts = doc.get("counts") or {}
     if counts:
@@ -86,9 +87,7 @@ def renderable(doc: dict[str, Any]) -> Table:
         caption.append(
             f"{total} clusters: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         )
-    table = Table(title=title, caption="\n".join(c for c in caption if c) or None)
-    for col in ("Cluster", "Stage", "State", "From", "Tainted", "Message"):
-        table.add_column(col)
+    table.caption = "\n".join(c for c in caption if c) or None
     for c in doc.get("clusters", []):
         table.add_row(
             c["name"],
