@@ -117,3 +117,24 @@ def test_parallel_steps_do_not_overwrite_each_others_decisions() -> None:
     assert result.conflicts >= 1
     # The move survived: the stale "stay on prod-00" was recomputed, not written.
     assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
+
+
+def test_time_bounded_tolerations_are_always_re_placed() -> None:
+    timed = _workload("drain-tolerant", "dev", "dev-01")
+    timed["placement"]["tolerations"] = [
+        {"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 600}
+    ]  # fmt: skip
+    fleet = in_memory(
+        *(
+            cluster(f"{env}-{i:02d}", "v1.31.13", labels={"env": env})
+            for env in ("prod", "dev")
+            for i in range(4)
+        ),
+        workloads=(timed,),
+    )
+    snapshot = asyncio.run(fleet.inventory()).snapshot
+    # A prod cluster's step cannot host it, but workflow time alone may evict it from dev-01.
+    assert [w.name for w in affected_workloads(snapshot, snapshot.cluster("prod-03"))] == [
+        "drain-tolerant"
+    ]
