@@ -1,0 +1,82 @@
+"""The fleet-scale calibration's CI smoke: 12 clusters, a canary then two stages of groups at
+concurrency 4, on the real Temporal dev server and the local plane, through the same code as
+``benchmarks/bench_calibration.py`` (which runs 100). It asserts the invariants and no timings:
+never mid-upgrade and untainted (sampled every second), every cluster at the target and
+untainted at the end, the parent's history far below Temporal's limits. The worker runs as the
+least-privilege ServiceAccount of deploy/rbac.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from benchmarks.bench_calibration import (
+    CREATE_TIMEOUT,
+    calibrate_fleet,
+    fleet_layout,
+    provision,
+    wait_available,
+)
+from orchestrator.kube import capi
+from orchestrator.localplane.plane import LocalPlane
+from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from tests.integration.helpers import wait_for
+
+pytestmark = pytest.mark.integration
+
+NS = "calibrator-scale"
+LAYOUT = fleet_layout(12)
+CONCURRENCY = 4
+
+
+@pytest.fixture(scope="module")
+def scale_fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
+    provision(dyn, NS, LAYOUT)
+    grant_kubeconfig_reader(mgmt, NS)
+    grant_plan_store(mgmt, NS)
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+    try:
+        yield
+    finally:
+        for name in LAYOUT:
+            try:
+                clusters.delete(name=name, namespace=NS)
+            except Exception as err:
+                print(f"delete {NS}/{name}: {err}")
+        wait_for(
+            "scale clusters deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 300
+        )
+
+
+def test_twelve_clusters_calibrate_in_waves_gated_throughout(
+    plane: LocalPlane,
+    scale_fleet: None,
+    dyn: DynamicClient,
+    worker_identity: WorkerIdentity,
+) -> None:
+    created = wait_available(dyn, NS, LAYOUT, CREATE_TIMEOUT)
+    print(f"{len(LAYOUT)} clusters Available after {created:.0f}s")
+    pids = [c.pid for c in plane.status().components if c.pid]
+    report = asyncio.run(
+        calibrate_fleet(
+            plane_kubeconfig=plane.kubeconfig,
+            worker_kubeconfig=worker_identity.kubeconfig,
+            namespace=NS,
+            layout=LAYOUT,
+            concurrency=CONCURRENCY,
+            plane_pids=pids,
+            timeout=1800,
+        )
+    )
+    print("\n" + report.markdown())
+    assert report.succeeded == len(LAYOUT) and not report.blocked
+    assert report.samples > 0
+    # The canary, then stage "first" (g0: 3 clusters, one wave) and stage "rest" (g1 and g2
+    # side by side, 4 clusters each at concurrency 4: one wave).
+    assert report.waves == 3
+    assert len(report.children) == len(LAYOUT)
