@@ -1,7 +1,9 @@
 """``calibrator`` entry point: offline commands over a FleetSnapshot file.
 
 Commands import the pure packages lazily so ``calibrator --help`` stays fast, and every
-``InputError`` (or unreadable file) becomes one stderr line with exit code 2.
+``InputError`` (or unreadable file) becomes one stderr line with exit code 2. A command whose
+answer leaves clusters or workloads out (blocked, unchecked, unplaced) prints its whole document
+and exits 1 (``output.EXIT_PARTIAL``), so a script never mistakes a partial answer for a clean one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from orchestrator.cli.output import Format, emit, fail
+from orchestrator.cli.output import Format, emit, fail, finish
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -148,6 +150,7 @@ def plan(
 
     result = _plan(snapshot, target, strategy, selector)
     emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
+    finish(partial=bool(result.left_behind()))
 
 
 @app.command()
@@ -158,12 +161,16 @@ def check(
     selector: SelectorOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """List workloads whose APIs a planned version no longer serves."""
+    """List workloads whose APIs a planned version no longer serves.
+
+    Exit 1 when a cluster could not be planned and so was not checked (listed with the reason).
+    """
     from orchestrator.cli import render
     from orchestrator.planning import findings_to_json
 
     result = _plan(snapshot, target, None, selector)
     emit(findings_to_json(result), output, lambda con: render.check_table(con, result))
+    finish(partial=bool(result.unchecked))
 
 
 @app.command()
@@ -182,6 +189,7 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
         render.place_table(con, doc)
 
     emit(doc, output, table)
+    finish(partial=bool(result.unschedulable))
 
 
 def main() -> None:
@@ -190,3 +198,7 @@ def main() -> None:
 
     tune_gc()
     app()
+
+
+if __name__ == "__main__":
+    main()

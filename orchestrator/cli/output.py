@@ -11,6 +11,14 @@ from typing import NoReturn
 import yaml
 from rich.console import Console
 
+# Exit statuses of every command (README "Exit status"): 0 = the whole answer; 1 = a partial
+# answer -- the output is valid and complete for what it covers, and names every cluster or
+# workload it leaves out with the reason (kubectl diff's "1 = look at the output"); 2 = bad
+# input, nothing computed. Scripts can therefore tell "clean" from "not fully checked".
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_BAD_INPUT = 2
+
 
 class Format(StrEnum):
     """Output formats every command accepts."""
@@ -30,7 +38,13 @@ def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) 
         table(Console(highlight=False))
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def finish(partial: bool) -> None:
+    """End a command whose document is already printed: exit 1 when it left something out."""
+    if partial:
+        raise SystemExit(EXIT_PARTIAL)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr and a non-zero exit, never a traceback."""
     sys.stderr.write(f"error: {message}\n")
     raise SystemExit(code)

@@ -115,6 +115,12 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
         )
     if plan.rollout.unassigned:
         con.print(f"[yellow]not selected by any stage:[/] {', '.join(plan.rollout.unassigned)}")
+    behind = plan.left_behind()
+    if behind:
+        con.print(
+            f"[yellow]partial plan:[/] {len(behind)} of {len(plan.clusters)} clusters will not "
+            f"reach {plan.target}: {', '.join(behind)}"
+        )
 
 
 def check_table(con: Console, plan: CalibrationPlan) -> None:
@@ -131,8 +137,22 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
             f.cluster, f.workload, f.api, f.removed_in, f.replacement or "-", str(f.version), action
         )
     con.print(table)
-    if not plan.findings:
+    if plan.unchecked:
+        # A cluster without a plan was not checked: list it with the reason, never call it clean.
+        skipped = Table(title="Not checked: no plan for these clusters")
+        skipped.add_column("Cluster")
+        skipped.add_column("Reason")
+        for name in plan.unchecked:
+            skipped.add_row(name, "; ".join(plan.plan_for(name).reasons))
+        con.print(skipped)
+    checked = len(plan.clusters) - len(plan.unchecked)
+    if not plan.findings and not plan.unchecked:
         con.print("[green]no workload uses an API that a planned version removes[/]")
+    elif plan.unchecked:
+        con.print(
+            f"[yellow]partial result:[/] {checked} of {len(plan.clusters)} clusters checked; "
+            f"{len(plan.unchecked)} not checked (above)"
+        )
 
 
 def place_table(con: Console, doc: dict[str, Any]) -> None:

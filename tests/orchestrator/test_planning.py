@@ -96,3 +96,32 @@ def test_plan_json_contains_execution_order() -> None:
     )
     a = next(c for c in doc["clusters"] if c["name"] == "a")  # type: ignore[attr-defined]
     assert [o["component"] for o in a["order"]] == ["controlPlane", "controlPlane", "workers"]
+
+
+def test_clusters_without_a_plan_are_unchecked_not_clean() -> None:
+    # Minor 1.32 missing from the list: `a` and `b` cannot be planned to v1.33.1, `c` can.
+    snap = fleet(["a"])
+    gap = snapshot_from_mapping(
+        {
+            "availableVersions": ["v1.31.1", "v1.33.1"],
+            "clusters": [
+                {"name": c.name, "controlPlane": {"version": str(c.control_plane.version)}}
+                for c in snap.clusters
+            ],
+        }
+    )
+    plan = plan_calibration(gap, V("v1.33.1"))
+    assert plan.unchecked == ("a", "b")
+    assert plan.left_behind() == ("a", "b")
+    doc = findings_to_json(plan)
+    assert doc["complete"] is False
+    assert [u["cluster"] for u in doc["unchecked"]] == ["a", "b"]  # type: ignore[attr-defined]
+    assert plan_to_json(plan)["complete"] is False
+
+
+def test_a_cluster_blocked_by_a_finding_was_checked() -> None:
+    # The finding is the answer for `a`: it was checked, and the block is reported as a finding.
+    plan = plan_calibration(fleet(["a"]), V("v1.33.1"))
+    assert plan.plan_for("a").blocked and plan.unchecked == ()
+    assert findings_to_json(plan)["complete"] is True
+    assert plan.left_behind() == ("a",)
