@@ -102,7 +102,12 @@ def plan_calibration(
     """Plan a calibration of the selected clusters to ``target``."""
     check_target(target, snapshot.available_versions)
     clusters = select_clusters(snapshot, selector)
-    plans = {c.name: plan_cluster(c, target, snapshot.available_versions) for c in clusters}
+    plans = {
+        c.name: plan_cluster(
+            c, target, snapshot.available_versions, allow_prereleases=strategy.allow_prereleases
+        )
+        for c in clusters
+    }
     planned = {name: p.control_plane_steps for name, p in plans.items() if not p.blocked}
     end_state = replace_cluster(
         snapshot,

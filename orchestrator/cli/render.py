@@ -97,7 +97,9 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
         table.add_row(
             p.cluster,
             f"{p.control_plane_from} / {p.workers_from or '-'}",
-            " -> ".join(str(v) for v in p.control_plane_steps) or "(at target)",
+            # A blocked cluster without steps is not "at target": it has no path.
+            " -> ".join(str(v) for v in p.control_plane_steps)
+            or ("(no path)" if p.blocked else "(at target)"),
             " -> ".join(str(v) for v in p.worker_steps) or "-",
             stage_of.get(p.cluster, "-"),
             "[red]yes[/]" if p.blocked else "no",

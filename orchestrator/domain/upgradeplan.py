@@ -5,7 +5,10 @@ Strategy (cluster-api "chained and efficient upgrades", CAPI v1.12+):
   available patch of each intermediate minor and the target itself for the last minor;
 - workers step only when the kubelet skew would otherwise break (every 3 minors), and finally to
   the target, so each MachineDeployment rolls as few times as possible;
-- build-metadata twins (``v1.32.0+a`` / ``v1.32.0+b``) keep the order of the version list.
+- build-metadata twins (``v1.32.0+a`` / ``v1.32.0+b``) keep the order of the version list;
+- pre-releases are not releases: one is used only as the target itself, or as an intermediate
+  step when the strategy opts in (``allowPrereleases: true``). Otherwise a GA patch of the minor is
+  used even when an ``-rc`` of a newer patch is listed, and a minor with only pre-releases blocks.
 
 Steps run in one canonical order: a worker step to version V runs as soon as the control plane
 has reached V. ``validate_plan`` replays that order and checks every intermediate state against the
@@ -112,12 +115,18 @@ def is_newer(candidate: KubeVersion, current: KubeVersion, ordered: Sequence[Kub
 
 
 def control_plane_steps(
-    current: KubeVersion, target: KubeVersion, available: Sequence[KubeVersion]
+    current: KubeVersion,
+    target: KubeVersion,
+    available: Sequence[KubeVersion],
+    *,
+    allow_prereleases: bool = False,
 ) -> tuple[tuple[KubeVersion, ...], str | None]:
     """The control plane's versions from ``current`` (excluded) to ``target`` (included).
 
-    Returns (steps, None) or ((), reason) when a minor has no available version: the control plane
-    must not skip a minor, so a gap blocks the cluster instead of producing an illegal plan.
+    Returns (steps, None) or ((), reason) when a minor has no usable version: the control plane
+    must not skip a minor, so a gap blocks the cluster instead of producing an illegal plan. An
+    intermediate minor's pre-releases are usable only with ``allow_prereleases``; a minor that
+    has nothing else blocks with a reason naming them and the opt-in.
     """
     ordered = sort_versions(available)
     if target == current:
@@ -130,7 +139,16 @@ def control_plane_steps(
         )
     steps: list[KubeVersion] = []
     for minor in range(current.minor + 1, target.minor):
-        candidates = [v for v in ordered if v.major == current.major and v.minor == minor]
+        in_minor = [v for v in ordered if v.major == current.major and v.minor == minor]
+        candidates = [v for v in in_minor if allow_prereleases or not v.is_prerelease]
+        if not candidates and in_minor:
+            only = ", ".join(str(v) for v in in_minor)
+            return (), (
+                f"no release for minor {current.major}.{minor} between {current} and {target}, "
+                f"only pre-release(s) {only}; the control plane cannot skip a minor, and a "
+                "pre-release is an intermediate step only with allowPrereleases: true in the "
+                "strategy"
+            )
         if not candidates:
             known = ", ".join(str(v) for v in ordered) or "none"
             return (), (
@@ -280,12 +298,17 @@ def validate_plan(
 
 
 def plan_cluster(
-    cluster: Cluster, target: KubeVersion, available: Sequence[KubeVersion]
+    cluster: Cluster,
+    target: KubeVersion,
+    available: Sequence[KubeVersion],
+    *,
+    allow_prereleases: bool = False,
 ) -> ClusterPlan:
     """The chained, efficient plan for one cluster (blocked with reasons when none is legal).
 
     Raises DowngradeError when the target is older than the control plane: that is bad input for
-    the whole run, not a per-cluster condition.
+    the whole run, not a per-cluster condition. ``allow_prereleases`` is the strategy's opt-in to
+    pre-release intermediate steps (the target may always be one).
     """
     cp_from = cluster.control_plane.version
     workers_from = min_worker_version(cluster.machine_deployments, cp_from)
@@ -293,7 +316,9 @@ def plan_cluster(
     current_violations = state_violations(
         cp_from, [(md.name, md.version) for md in cluster.machine_deployments]
     )
-    cp_steps, gap = control_plane_steps(cp_from, target, available)
+    cp_steps, gap = control_plane_steps(
+        cp_from, target, available, allow_prereleases=allow_prereleases
+    )
     if gap is not None:
         reasons.append(gap)
     if workers_from is not None and target < workers_from:

@@ -120,6 +120,9 @@ class Strategy:
     stages: tuple[StageSpec, ...] = (StageSpec("fleet"),)
     windows: tuple[MaintenanceWindow, ...] = ()
     max_failures: int = 0
+    # Pre-releases as intermediate control-plane steps (``allowPrereleases``); the target may
+    # always be one. Off by default: an ``-rc`` in a ClusterClass list is for testing, not a path.
+    allow_prereleases: bool = False
 
     def window_for(self, cluster: Cluster) -> MaintenanceWindow | None:
         """The first window whose selector matches the cluster (None = any time)."""
@@ -287,7 +290,15 @@ def strategy_from_mapping(raw: object) -> Strategy:
     if not isinstance(raw, Mapping):
         raise StrategyError("strategy: expected a mapping")
     data: Mapping[str, Any] = raw
-    allowed = {"apiVersion", "kind", "canary", "stages", "maintenanceWindows", "maxFailures"}
+    allowed = {
+        "apiVersion",
+        "kind",
+        "canary",
+        "stages",
+        "maintenanceWindows",
+        "maxFailures",
+        "allowPrereleases",
+    }
     unknown = set(data) - allowed
     if unknown:
         raise StrategyError(f"strategy: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
@@ -344,7 +355,12 @@ def strategy_from_mapping(raw: object) -> Strategy:
     max_failures = data.get("maxFailures", 0)
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
         raise StrategyError(f"strategy.maxFailures: must be an integer >= 0, got {max_failures!r}")
-    return Strategy(canary, tuple(stages), windows, max_failures)
+    allow_prereleases = data.get("allowPrereleases", False)
+    if not isinstance(allow_prereleases, bool):
+        raise StrategyError(
+            f"strategy.allowPrereleases: must be true or false, got {allow_prereleases!r}"
+        )
+    return Strategy(canary, tuple(stages), windows, max_failures, allow_prereleases)
 
 
 def load_strategy(text: str) -> Strategy:

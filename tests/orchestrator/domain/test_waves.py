@@ -162,3 +162,17 @@ def test_example_strategy_file() -> None:
 def test_bad_strategy(doc: dict[str, object], message: str) -> None:
     with pytest.raises(StrategyError, match=message):
         strategy_from_mapping(doc)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [({}, False), ({"allowPrereleases": True}, True), ({"allowPrereleases": False}, False)],
+)
+def test_allow_prereleases(value: dict[str, object], expected: bool) -> None:
+    assert strategy_from_mapping({"stages": [{"name": "a"}], **value}).allow_prereleases is expected
+
+
+@pytest.mark.parametrize("bad", ["yes", "true", 1, None])
+def test_allow_prereleases_is_strictly_boolean(bad: object) -> None:
+    with pytest.raises(StrategyError, match=r"strategy\.allowPrereleases: must be true or false"):
+        strategy_from_mapping({"stages": [{"name": "a"}], "allowPrereleases": bad})
