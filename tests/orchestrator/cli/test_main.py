@@ -239,6 +239,7 @@ def test_temporal_commands_are_registered() -> None:
         "pause",
         "resume",
         "approve",
+        "retry",
         "skip",
         "abort",
         "demo",
