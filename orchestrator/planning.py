@@ -208,6 +208,9 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
             for s in plan.rollout.stages
         ],
         "unassigned": list(plan.rollout.unassigned),
+        # Stages that wait for `calibrator approve` before they start, in run order: the same
+        # gates the workflow enforces (both read Stage.approval from build_rollout).
+        "approvalGates": [s.name for s in plan.rollout.stages if s.approval],
         "complete": not plan.left_behind(),
     }
 

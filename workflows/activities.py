@@ -129,8 +129,9 @@ def fleet_plan(
     """Convert the pure planner's result into the payload the workflows run.
 
     Adds what execution needs and the preview does not spell out: step ids, each step's expected
-    from-versions (per pool for worker steps: the idempotency key of a patch), namespaces, and the
-    canary's ``approvalAfter`` as an approval gate on the stage that follows the canary.
+    from-versions (per pool for worker steps: the idempotency key of a patch) and namespaces.
+    Stages, including their approval gates, are copied as the domain rollout decided them:
+    deriving a gate here once made the run enforce a gate the preview did not show.
     """
     namespaces = namespaces or {}
     clusters: list[ClusterUpgradePlan] = []
@@ -171,24 +172,17 @@ def fleet_plan(
                 ),
             )
         )
-    stages: list[StagePlan] = []
-    gate_next = False
-    for stage in plan.rollout.stages:
-        stages.append(
-            StagePlan(
-                name=stage.name,
-                groups=tuple(GroupPlan(g.name, g.waves) for g in stage.groups),
-                waves=stage.waves(),
-                max_concurrency=stage.max_concurrency,
-                soak_seconds=stage.soak_seconds,
-                approval=stage.approval or gate_next,
-            )
+    stages = [
+        StagePlan(
+            name=stage.name,
+            groups=tuple(GroupPlan(g.name, g.waves) for g in stage.groups),
+            waves=stage.waves(),
+            max_concurrency=stage.max_concurrency,
+            soak_seconds=stage.soak_seconds,
+            approval=stage.approval,
         )
-        gate_next = (
-            stage.name == "canary"
-            and strategy.canary is not None
-            and strategy.canary.approval_after
-        )
+        for stage in plan.rollout.stages
+    ]
     findings = tuple(
         FindingPlan(
             cluster=v.finding.cluster,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.domain.drift import DriftReport
+from orchestrator.domain.durations import format_duration
 from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
@@ -113,7 +114,14 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
     for s in plan.rollout.stages:
         gate = ", approval before start" if s.approval else ""
         con.print(
-            f"stage {s.name}: maxConcurrency {s.max_concurrency}, soak {s.soak_seconds}s{gate}"
+            f"stage {s.name}: maxConcurrency {s.max_concurrency}, "
+            f"soak {format_duration(s.soak_seconds)}{gate}"
+        )
+    gates = [s.name for s in plan.rollout.stages if s.approval]
+    if gates:
+        # The same gates the workflow enforces (Stage.approval from build_rollout).
+        con.print(
+            f"approval gates: {', '.join(gates)} (each waits for `calibrator approve ID --stage S`)"
         )
     if plan.rollout.unassigned:
         con.print(f"[yellow]not selected by any stage:[/] {', '.join(plan.rollout.unassigned)}")

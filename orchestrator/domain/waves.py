@@ -185,10 +185,17 @@ def _chunks(names: Sequence[str], size: int) -> tuple[tuple[str, ...], ...]:
 
 
 def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRATEGY) -> Rollout:
-    """Assign the given clusters (those that need an upgrade) to canary, stages, groups and waves."""
+    """Assign the given clusters (those that need an upgrade) to canary, stages, groups and waves.
+
+    Approval gates are decided here and only here: a stage's own ``approval``, and the canary's
+    ``approvalAfter`` as a gate on the first stage that follows the canary (none when no canary
+    cluster was picked, or when no stage follows). The preview and the workflow read
+    ``Stage.approval`` as it is, so what ``calibrator plan`` shows is what the run enforces.
+    """
     everything = sorted(clusters, key=lambda c: c.name)
     pending = list(everything)
     stages: list[Stage] = []
+    gate_next = False
     if strategy.canary is not None:
         picked = [c for c in pending if strategy.canary.selector.matches(c.labels)]
         picked = picked[: strategy.canary.max_clusters]
@@ -205,6 +212,7 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
             )
             chosen = set(names)
             pending = [c for c in pending if c.name not in chosen]
+            gate_next = strategy.canary.approval_after
     for spec in strategy.stages:
         in_stage = [c for c in pending if spec.selector.matches(c.labels)]
         taken: set[str] = set()
@@ -219,9 +227,14 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
         if groups:
             stages.append(
                 Stage(
-                    spec.name, tuple(groups), spec.max_concurrency, spec.soak_seconds, spec.approval
+                    spec.name,
+                    tuple(groups),
+                    spec.max_concurrency,
+                    spec.soak_seconds,
+                    spec.approval or gate_next,
                 )
             )
+            gate_next = False
         pending = [c for c in pending if c.name not in taken]
     windows: dict[str, MaintenanceWindow] = {}
     for cluster in everything:

@@ -330,3 +330,21 @@ def test_place_with_an_unschedulable_workload_is_partial(tmp_path: Path) -> None
 def test_drift_has_no_partial_result(tmp_path: Path) -> None:
     # Every cluster always gets a drift status; being behind is the answer, not a gap in it.
     run_json("drift", "-s", _write(tmp_path, GAP_FLEET), "-t", "v1.21.2")
+
+
+def test_plan_shows_the_canary_approval_gate(tmp_path: Path) -> None:
+    # approvalAfter on the canary gates the next stage in the preview, as the workflow enforces.
+    gated = tmp_path / "strategy.yaml"
+    gated.write_text(
+        Path(STRATEGY)
+        .read_text()
+        .replace("  soak: 30m\n", "  soak: 30m\n  approvalAfter: true\n", 1)
+    )
+    doc = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", str(gated), code=1)
+    assert doc["approvalGates"] == ["dev", "staging", "prod"]
+    assert [s["approval"] for s in doc["stages"]] == [False, True, True, True]
+    table = runner.invoke(app, ["plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", str(gated)])
+    assert "stage dev: maxConcurrency 3, soak 15m, approval before start" in table.stdout
+    assert "approval gates: dev, staging, prod" in table.stdout
+    plain = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", STRATEGY, code=1)
+    assert plain["approvalGates"] == ["staging", "prod"]
