@@ -184,6 +184,7 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
                 "order": [
                     {
                         "component": s.component,
+                        "from": str(s.from_version),
                         "version": str(s.version),
                         "machineDeployments": list(s.pools),
                     }

@@ -128,30 +128,27 @@ def fleet_plan(
 ) -> FleetPlan:
     """Convert the pure planner's result into the payload the workflows run.
 
-    Adds what execution needs and the preview does not spell out: step ids, each step's expected
-    from-versions (per pool for worker steps: the idempotency key of a patch) and namespaces.
-    Stages, including their approval gates, are copied as the domain rollout decided them:
-    deriving a gate here once made the run enforce a gate the preview did not show.
+    A plain serialisation: it adds only what execution needs and planning cannot know (step ids,
+    namespaces) and decides nothing. Steps carry the from-versions the domain planned (per pool
+    for worker steps: the idempotency key of a patch); stages and their approval gates are copied
+    as the domain rollout decided them -- deriving a gate here once made the run enforce a gate the
+    preview did not show.
     """
     namespaces = namespaces or {}
     clusters: list[ClusterUpgradePlan] = []
     for cplan in plan.clusters:
         cluster = snapshot.cluster(cplan.cluster)
-        pools_now = {md.name: str(md.version) for md in cluster.machine_deployments}
-        cp_now = str(cplan.control_plane_from)
-        steps: list[StepPlan] = []
-        for index, step in enumerate(cplan.steps):
-            version = str(step.version)
-            sid = step_id(calibration_id, cplan.cluster, index, step.component, version)
-            if step.component == "controlPlane":
-                steps.append(StepPlan(index, sid, "controlPlane", version, cp_now))
-                cp_now = version
-                continue
-            pools = tuple(PoolVersion(p, pools_now[p]) for p in step.pools)
-            oldest = min((KubeVersion.parse(p.version) for p in pools), default=step.version)
-            steps.append(StepPlan(index, sid, "workers", version, str(oldest), pools))
-            for p in step.pools:
-                pools_now[p] = version
+        steps = tuple(
+            StepPlan(
+                index,
+                step_id(calibration_id, cplan.cluster, index, step.component, str(step.version)),
+                step.component,
+                str(step.version),
+                str(step.from_version),
+                tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
+            )
+            for index, step in enumerate(cplan.steps)
+        )
         window = plan.rollout.windows.get(cplan.cluster)
         clusters.append(
             ClusterUpgradePlan(
@@ -161,7 +158,7 @@ def fleet_plan(
                 pools=tuple(
                     PoolVersion(md.name, str(md.version)) for md in cluster.machine_deployments
                 ),
-                steps=tuple(steps),
+                steps=steps,
                 topology=cluster.topology,
                 blocked=cplan.blocked,
                 reasons=cplan.reasons,

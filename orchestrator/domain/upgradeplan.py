@@ -40,11 +40,20 @@ class DowngradeError(InputError):
 
 @dataclass(frozen=True, slots=True)
 class PlanStep:
-    """One patch the orchestrator applies: the control plane, or a set of MachineDeployments."""
+    """One patch the orchestrator applies: the control plane, or a set of MachineDeployments.
+
+    A step carries the versions it starts from, because they are part of the plan, not of its
+    execution: ``from_version`` is the control plane's version before a control-plane step, or the
+    oldest moving pool's before a worker step; ``pools_from`` pairs each moving pool with its
+    version before the step (the workflow's idempotency key for a patch). Deriving them again
+    elsewhere is how a preview and a run drift apart.
+    """
 
     component: Component
     version: KubeVersion
+    from_version: KubeVersion
     pools: tuple[str, ...] = ()
+    pools_from: tuple[tuple[str, KubeVersion], ...] = ()
 
     def describe(self) -> str:
         """``controlPlane -> v1.32.0`` / ``workers md-0,md-1 -> v1.33.1``."""
@@ -216,24 +225,29 @@ def interleave(
     cp = cluster.control_plane.version
     pending = list(w_steps)
 
+    def workers_step(version: KubeVersion, names: tuple[str, ...]) -> PlanStep:
+        before = tuple((n, pools[n]) for n in names)
+        oldest = min((v for _, v in before), default=version)
+        for n in names:
+            pools[n] = version
+        return PlanStep("workers", version, oldest, names, before)
+
     def flush() -> None:
         while pending and not (cp < pending[0]):
             version = pending.pop(0)
             names = tuple(n for n, v in pools.items() if v != version and not (version < v))
             if names:
-                out.append(PlanStep("workers", version, names))
-                for n in names:
-                    pools[n] = version
+                out.append(workers_step(version, names))
 
     flush()
     for version in cp_steps:
-        out.append(PlanStep("controlPlane", version))
+        out.append(PlanStep("controlPlane", version, cp))
         cp = version
         flush()
     # Worker steps beyond the control plane can only come from a user plan; keep them visible so
     # the validator reports them instead of silently dropping them.
     for version in pending:
-        out.append(PlanStep("workers", version, tuple(pools)))
+        out.append(workers_step(version, tuple(pools)))
     return tuple(out)
 
 

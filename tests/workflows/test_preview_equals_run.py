@@ -120,7 +120,11 @@ def test_plan_json_equals_what_the_workflow_runs(
         assert shown["blocked"] == planned.blocked
         assert shown["reasons"] == list(planned.reasons)
         assert [
-            (o["component"], o["version"], o["machineDeployments"]) for o in shown["order"]
-        ] == [(s.component, s.version, [p.name for p in s.pools]) for s in planned.steps]
+            (o["component"], o["from"], o["version"], o["machineDeployments"])
+            for o in shown["order"]
+        ] == [
+            (s.component, s.from_version, s.version, [p.name for p in s.pools])
+            for s in planned.steps
+        ]
         window = None if planned.window is None else planned.window.description
         assert shown["maintenanceWindow"] == window

@@ -393,6 +393,18 @@ PRERELEASE_CASES = [
 ]
 
 
+def test_steps_carry_their_from_versions() -> None:
+    plan = plan_cluster(cluster("v1.33.1", "v1.33.1", "v1.30.0"), V("v1.34.1"), [V(v) for v in STD])
+    assert [
+        (s.describe(), str(s.from_version), [(n, str(v)) for n, v in s.pools_from])
+        for s in plan.steps
+    ] == [
+        ("workers md-1 -> v1.33.1", "v1.30.0", [("md-1", "v1.30.0")]),
+        ("controlPlane -> v1.34.1", "v1.33.1", []),
+        ("workers md-0,md-1 -> v1.34.1", "v1.33.1", [("md-0", "v1.33.1"), ("md-1", "v1.33.1")]),
+    ]
+
+
 @pytest.mark.parametrize("case", PRERELEASE_CASES, ids=[c.name for c in PRERELEASE_CASES])
 def test_plan_cluster_prereleases(case: Case) -> None:
     test_plan_cluster(case)
@@ -597,6 +609,17 @@ def test_every_intermediate_state_of_every_plan_is_legal(
     if not allow_prereleases:
         assert not any(v.is_prerelease for v in plan.control_plane_steps[:-1])
         assert not any(v.is_prerelease for v in plan.worker_steps[:-1])
+    # Every step starts from the state the previous steps left: its from-versions are that state.
+    cp = c.control_plane.version
+    pools = {md.name: md.version for md in c.machine_deployments}
+    for step in plan.steps:
+        if step.component == "controlPlane":
+            assert step.from_version == cp
+            cp = step.version
+        else:
+            assert step.pools_from == tuple((n, pools[n]) for n in step.pools)
+            assert step.from_version == min(pools[n] for n in step.pools)
+            pools.update(dict.fromkeys(step.pools, step.version))
     _states_are_legal(c, [(s.component, s.version, s.pools) for s in plan.steps])
     final_cp = plan.control_plane_steps[-1] if plan.control_plane_steps else c.control_plane.version
     assert final_cp == target
