@@ -212,6 +212,7 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
         # Stages that wait for `calibrator approve` before they start, in run order: the same
         # gates the workflow enforces (both read Stage.approval from build_rollout).
         "approvalGates": [s.name for s in plan.rollout.stages if s.approval],
+        "maxFailures": plan.rollout.max_failures,
         "complete": not plan.left_behind(),
     }
 

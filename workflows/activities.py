@@ -122,7 +122,6 @@ def load_strategy_document(document: dict[str, Any] | None) -> Strategy:
 def fleet_plan(
     plan: CalibrationPlan,
     snapshot: FleetSnapshot,
-    strategy: Strategy,
     calibration_id: str,
     namespaces: dict[str, str] | None = None,
 ) -> FleetPlan:
@@ -198,7 +197,7 @@ def fleet_plan(
         stages=tuple(stages),
         unassigned=plan.rollout.unassigned,
         findings=findings,
-        max_failures=strategy.max_failures,
+        max_failures=plan.rollout.max_failures,
     )
 
 
@@ -209,7 +208,7 @@ def plan_from_input(input: PlanInput) -> FleetPlan:
     strategy = load_strategy_document(input.strategy)
     selector = parse_selector_string(input.selector) if input.selector else None
     plan = plan_calibration(snapshot, target, strategy, selector)
-    return fleet_plan(plan, snapshot, strategy, input.calibration_id, input.namespaces)
+    return fleet_plan(plan, snapshot, input.calibration_id, input.namespaces)
 
 
 # --------------------------------------------------------------------------------------------

@@ -123,6 +123,10 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
         con.print(
             f"approval gates: {', '.join(gates)} (each waits for `calibrator approve ID --stage S`)"
         )
+    if plan.rollout.stages:
+        con.print(
+            f"failure budget: {plan.rollout.max_failures} cluster(s) may fail before the run halts"
+        )
     if plan.rollout.unassigned:
         con.print(f"[yellow]not selected by any stage:[/] {', '.join(plan.rollout.unassigned)}")
     behind = plan.left_behind()

@@ -169,11 +169,16 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class Rollout:
-    """Stages in order plus the clusters no stage selected."""
+    """Stages in order plus the clusters no stage selected.
+
+    Everything the run obeys beyond the per-cluster steps lives here (gates, soak, windows, the
+    failure budget), so the preview and the workflow payload read one object.
+    """
 
     stages: tuple[Stage, ...]
     unassigned: tuple[str, ...] = ()
     windows: Mapping[str, MaintenanceWindow] = field(default_factory=dict)
+    max_failures: int = 0
 
     def waves(self) -> list[list[str]]:
         """Flat list of waves, canary first: the ``waves`` field of the plan JSON."""
@@ -241,7 +246,7 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
         window = strategy.window_for(cluster)
         if window is not None:
             windows[cluster.name] = window
-    return Rollout(tuple(stages), tuple(c.name for c in pending), windows)
+    return Rollout(tuple(stages), tuple(c.name for c in pending), windows, strategy.max_failures)
 
 
 # ------------------------------------------------------------------------------------------

@@ -101,6 +101,7 @@ def test_plan_json_equals_what_the_workflow_runs(
     run = plan_from_input(PlanInput("cal", target, fleet, strategy_doc))
 
     assert preview["approvalGates"] == [s.name for s in run.stages if s.approval]
+    assert preview["maxFailures"] == run.max_failures == strategy_doc["maxFailures"]
     assert [
         (s["name"], [w for g in s["groups"] for w in g["waves"]], s["maxConcurrency"], s["soak"])
         for s in preview["stages"]  # type: ignore[attr-defined]

@@ -346,5 +346,7 @@ def test_plan_shows_the_canary_approval_gate(tmp_path: Path) -> None:
     table = runner.invoke(app, ["plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", str(gated)])
     assert "stage dev: maxConcurrency 3, soak 15m, approval before start" in table.stdout
     assert "approval gates: dev, staging, prod" in table.stdout
+    assert "failure budget: 0 cluster(s) may fail before the run halts" in table.stdout
+    assert doc["maxFailures"] == 0
     plain = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", STRATEGY, code=1)
     assert plain["approvalGates"] == ["staging", "prod"]
