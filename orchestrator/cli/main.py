@@ -158,17 +158,20 @@ def plan(
 def check(
     snapshot: SnapshotOpt,
     target: TargetOpt,
+    strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List workloads whose APIs a planned version no longer serves.
 
     Exit 1 when a cluster could not be planned and so was not checked (listed with the reason).
+    ``--strategy`` matters for the path itself (``allowPrereleases``), so check takes it too and
+    checks the versions the run would visit.
     """
     from orchestrator.cli import render
     from orchestrator.planning import findings_to_json
 
-    result = _plan(snapshot, target, None, selector)
+    result = _plan(snapshot, target, strategy, selector)
     emit(findings_to_json(result), output, lambda con: render.check_table(con, result))
     finish(partial=bool(result.unchecked))
 

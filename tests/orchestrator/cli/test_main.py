@@ -350,3 +350,16 @@ def test_plan_shows_the_canary_approval_gate(tmp_path: Path) -> None:
     assert doc["maxFailures"] == 0
     plain = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", STRATEGY, code=1)
     assert plain["approvalGates"] == ["staging", "prod"]
+
+
+def test_check_follows_the_strategy_path(tmp_path: Path) -> None:
+    # Minor 1.20 has only an rc: without the opt-in `old` is unchecked; with it, it is checked.
+    snap = _write(
+        tmp_path, GAP_FLEET.replace("[v1.19.4, v1.21.2]", "[v1.19.4, v1.20.0-rc.1, v1.21.2]")
+    )
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2", code=1)
+    assert "only pre-release(s) v1.20.0-rc.1" in doc["unchecked"][0]["reasons"][0]
+    opt_in = tmp_path / "strategy.yaml"
+    opt_in.write_text("stages: [{name: all}]\nallowPrereleases: true\n")
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2", "--strategy", str(opt_in))
+    assert doc["unchecked"] == [] and doc["complete"] is True
