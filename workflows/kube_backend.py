@@ -66,7 +66,6 @@ import asyncio
 import copy
 import re
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -154,7 +153,7 @@ def _name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str 
 
 @dataclass(frozen=True)
 class PatchRecord:
-    """A write of a version the backend performed (tests assert no step is applied twice)."""
+    """A write of a version the backend performed (what ``_patched`` reports)."""
 
     cluster: str
     component: str
@@ -177,9 +176,6 @@ class KubeFleetBackend:
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
-        self.patches: Counter[tuple[str, str, str]] = Counter()
-        self.patch_log: list[PatchRecord] = []
-        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
 
     @classmethod
     def from_kubeconfig(
@@ -572,9 +568,17 @@ class KubeFleetBackend:
     # ------------------------------------------------------------------ writes (sync)
 
     def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
-        with self._lock:
-            self.patches[(cluster, component, version)] += 1
-            self.patch_log.append(PatchRecord(cluster, component, version, step_id, kind))
+        self._patched(PatchRecord(cluster, component, version, step_id, kind))
+
+    def _patched(self, record: PatchRecord) -> None:
+        """Called after each version write. Keeps nothing: a long-running worker must not grow.
+
+        Tests that assert "no step applied twice" subclass the backend and record here
+        (tests/workflows/recording_backend.py).
+        """
+
+    def _placed(self, written: Sequence[tuple[str, str]]) -> None:
+        """Called after PlacementDecisions were written, as (workload, reason); keeps nothing."""
 
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
@@ -826,8 +830,7 @@ class KubeFleetBackend:
             written = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
             raise NotFoundError(str(err)) from None
-        with self._lock:
-            self.placement_writes += [(w, reason) for w in written]
+        self._placed([(w, reason) for w in written])
 
     # ------------------------------------------------------------------ FleetBackend
 
