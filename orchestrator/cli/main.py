@@ -144,7 +144,10 @@ def plan(
     selector: SelectorOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Plan the upgrade steps per cluster and the rollout waves to reach the target."""
+    """Plan the upgrade steps per cluster and the rollout waves to reach the target.
+
+    Exit 1 when a cluster will not reach the target (blocked, or in no stage); both are listed.
+    """
     from orchestrator.cli import render
     from orchestrator.planning import plan_to_json
 
@@ -179,7 +182,10 @@ def check(
 @app.command()
 @input_errors
 def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
-    """Place every workload on the fleet and explain each rejected cluster."""
+    """Place every workload on the fleet and explain each rejected cluster.
+
+    Exit 1 when a workload is unschedulable (its reasons are in the output).
+    """
     from orchestrator.cli import render
     from orchestrator.placement import place as run_placement
     from orchestrator.placement import placement_to_json
