@@ -168,8 +168,7 @@ def check(
     """List workloads whose APIs a planned version no longer serves.
 
     Exit 1 when a cluster could not be planned and so was not checked (listed with the reason).
-    ``--strategy`` matters for the path itself (``allowPrereleases``), so check takes it too and
-    checks the versions the run would visit.
+    With --strategy it checks the path that strategy runs (allowPrereleases changes it).
     """
     from orchestrator.cli import render
     from orchestrator.planning import findings_to_json
