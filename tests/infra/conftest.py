@@ -3,7 +3,6 @@ and provider are replaced, and every registered resource is recorded for the ass
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,16 +47,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
 @pytest.fixture
 def mocks() -> Iterator[RecordingMocks]:
-    # Pulumi's mocks use the thread's current event loop; any earlier asyncio.run() (workflow or
-    # CLI tests) leaves none set, so give each test its own and the suite runs in any order.
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
     recording = RecordingMocks()
     pulumi.runtime.set_mocks(recording, project="calibrator-fleet", stack="test", preview=False)
     yield recording
     pulumi.runtime.set_all_config({})
-    asyncio.set_event_loop(None)
-    loop.close()
 
 
 def set_config(values: dict[str, Any]) -> None:
