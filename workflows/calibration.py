@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.selectors import LabelSelector
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow
-    from workflows import search_attributes
+    from workflows import runstate, search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
     from workflows.model import (
         FAILED_CLUSTER_STATES,
@@ -98,7 +98,6 @@ with workflow.unsafe.imports_passed_through():
         WaitWorkersInput,
         WindowPlan,
     )
-    from workflows.runstate import RunState
 
 UPGRADING_EFFECT: TaintEffect = "NoSchedule"
 MIN_TIMER = timedelta(seconds=1)
@@ -603,8 +602,8 @@ class FleetCalibration:
     def _aborted(self) -> bool:
         return bool(self._progress.abort_reason)
 
-    def _run_state(self) -> RunState:
-        return RunState(self._clusters, self._max_failures(), self._paused, self._aborted)
+    def _run_state(self) -> runstate.RunState:
+        return runstate.RunState(self._clusters, self._max_failures(), self._paused, self._aborted)
 
     def _max_failures(self) -> int:
         return 0 if self._plan is None else self._plan.max_failures

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from orchestrator.cli.output import Format, emit, fail, finish
+from orchestrator.cli.output import Format, emit, fail
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -149,6 +149,7 @@ def plan(
     Exit 1 when a cluster will not reach the target (blocked, or in no stage); both are listed.
     """
     from orchestrator.cli import render
+    from orchestrator.cli.output import finish
     from orchestrator.planning import plan_to_json
 
     result = _plan(snapshot, target, strategy, selector)
@@ -171,6 +172,7 @@ def check(
     With --strategy it checks the path that strategy runs (allowPrereleases changes it).
     """
     from orchestrator.cli import render
+    from orchestrator.cli.output import finish
     from orchestrator.planning import findings_to_json
 
     result = _plan(snapshot, target, strategy, selector)
@@ -181,10 +183,7 @@ def check(
 @app.command()
 @input_errors
 def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
-    """Place every workload on the fleet and explain each rejected cluster.
-
-    Exit 1 when a workload is unschedulable (its reasons are in the output).
-    """
+    """Place every workload on the fleet and explain each rejected cluster."""
     from orchestrator.cli import render
     from orchestrator.placement import place as run_placement
     from orchestrator.placement import placement_to_json
@@ -197,6 +196,8 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
         render.place_table(con, doc)
 
     emit(doc, output, table)
+    from orchestrator.cli.output import finish  # kept apart from the placement imports above
+
     finish(partial=bool(result.unschedulable))
 
 

@@ -38,13 +38,13 @@ def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) 
         table(Console(highlight=False))
 
 
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr and a non-zero exit, never a traceback."""
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(code)
+
+
 def finish(partial: bool) -> None:
     """End a command whose document is already printed: exit 1 when it left something out."""
     if partial:
         raise SystemExit(EXIT_PARTIAL)
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """One line on stderr and a non-zero exit, never a traceback."""
-    sys.stderr.write(f"error: {message}\n")
-    raise SystemExit(code)
