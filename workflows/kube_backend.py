@@ -176,6 +176,7 @@ class KubeFleetBackend:
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
+        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
 
     @classmethod
     def from_kubeconfig(
@@ -577,9 +578,6 @@ class KubeFleetBackend:
         (tests/workflows/recording_backend.py).
         """
 
-    def _placed(self, written: Sequence[tuple[str, str]]) -> None:
-        """Called after PlacementDecisions were written, as (workload, reason); keeps nothing."""
-
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
         if self._topology(cluster):
@@ -830,7 +828,8 @@ class KubeFleetBackend:
             written = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
             raise NotFoundError(str(err)) from None
-        self._placed([(w, reason) for w in written])
+        with self._lock:
+            self.placement_writes += [(w, reason) for w in written]
 
     # ------------------------------------------------------------------ FleetBackend
 

@@ -1,15 +1,14 @@
-"""KubeFleetBackend that remembers its writes, for tests only.
+"""KubeFleetBackend that remembers its version writes, for tests only.
 
-The production backend keeps no history of what it wrote (a long-running worker would grow
-without bound); tests that assert "no step applied twice" or "placement written with this
-reason" use this subclass, which records through the backend's ``_patched``/``_placed`` hooks.
+The production backend keeps no history of its patches (a long-running worker would grow
+without bound); tests that assert "no step applied twice" use this subclass, which records
+through the backend's ``_patched`` hook.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from workflows.kube_backend import KubeFleetBackend, PatchRecord
@@ -23,13 +22,8 @@ class RecordingKubeBackend(KubeFleetBackend):
         self._records = threading.Lock()
         self.patches: Counter[tuple[str, str, str]] = Counter()
         self.patch_log: list[PatchRecord] = []
-        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
 
     def _patched(self, record: PatchRecord) -> None:
         with self._records:
             self.patches[(record.cluster, record.component, record.version)] += 1
             self.patch_log.append(record)
-
-    def _placed(self, written: Sequence[tuple[str, str]]) -> None:
-        with self._records:
-            self.placement_writes.extend(written)
