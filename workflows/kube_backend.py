@@ -66,6 +66,7 @@ import asyncio
 import copy
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -153,7 +154,7 @@ def _name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str 
 
 @dataclass(frozen=True)
 class PatchRecord:
-    """A write of a version the backend performed (what ``_patched`` reports)."""
+    """A write of a version the backend performed (tests assert no step is applied twice)."""
 
     cluster: str
     component: str
@@ -176,6 +177,8 @@ class KubeFleetBackend:
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
+        self.patches: Counter[tuple[str, str, str]] = Counter()
+        self.patch_log: list[PatchRecord] = []
         self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
 
     @classmethod
@@ -569,14 +572,9 @@ class KubeFleetBackend:
     # ------------------------------------------------------------------ writes (sync)
 
     def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
-        self._patched(PatchRecord(cluster, component, version, step_id, kind))
-
-    def _patched(self, record: PatchRecord) -> None:
-        """Called after each version write. Keeps nothing: a long-running worker must not grow.
-
-        Tests that assert "no step applied twice" subclass the backend and record here
-        (tests/workflows/recording_backend.py).
-        """
+        with self._lock:
+            self.patches[(cluster, component, version)] += 1
+            self.patch_log.append(PatchRecord(cluster, component, version, step_id, kind))
 
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)

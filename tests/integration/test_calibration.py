@@ -42,10 +42,9 @@ from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
 from tests.workflows.harness import binary_path
-from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import cluster_status, start_calibration, status
-from workflows.kube_backend import KubeFleetBackend, PatchRecord
+from workflows.kube_backend import KubeFleetBackend
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
@@ -299,7 +298,7 @@ def test_calibration_converges_the_fleet_through_capi(
         before[name] = frozenset(summary["machines"])
     print(f"{len(CLUSTERS)} clusters Available after {time.monotonic() - test_began:.0f}s")
 
-    backend = RecordingKubeBackend(api_client(plane.kubeconfig), namespace=NS)
+    backend = KubeFleetBackend(api_client(plane.kubeconfig), namespace=NS)
     timelines = {name: Timeline() for name in CLUSTERS}
     stop = threading.Event()
     watcher_mgmt = api_client(plane.kubeconfig)
@@ -443,13 +442,14 @@ class _LoggingBackend(KubeFleetBackend):
         super().__init__(mgmt, namespace)
         self._log = log
 
-    def _patched(self, record: PatchRecord) -> None:
+    def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
+        super()._record(cluster, component, version, step_id, kind)
         line = json.dumps(
             {
-                "cluster": record.cluster,
-                "component": record.component,
-                "version": record.version,
-                "step": record.step_id,
+                "cluster": cluster,
+                "component": component,
+                "version": version,
+                "step": step_id,
                 "pid": os.getpid(),
             }
         )

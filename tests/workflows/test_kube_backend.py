@@ -18,7 +18,6 @@ import pytest
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
@@ -27,6 +26,7 @@ from workflows.kube_backend import (
     STEP_ANNOTATION,
     TOPOLOGY_MD_LABEL,
     UNSAFE_VERSION_ANNOTATION,
+    KubeFleetBackend,
 )
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 
@@ -114,7 +114,7 @@ REF = ClusterRef("c1", NS)
 
 
 def test_inventory_reads_lists_into_a_snapshot() -> None:
-    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=True))
+    backend = KubeFleetBackend(None, NS, dyn=_fleet(topology=True))
     inv = asyncio.run(backend.inventory())
     (cluster,) = inv.snapshot.clusters
     assert str(cluster.control_plane.version) == "v1.33.0"
@@ -149,7 +149,7 @@ def _capi_rolls_control_plane(dyn: FakeDyn, version: str) -> None:
 
 def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     obs = asyncio.run(backend.observe(REF))
     assert obs.control_plane.rolled_out and obs.pools[0].rolled_out and obs.reachable
     assert obs.control_plane.versions == ("v1.33.0",)
@@ -192,7 +192,7 @@ def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
 
 def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
     asyncio.run(backend.set_control_plane_version(REF, "v1.35.0", "s2"))
@@ -226,7 +226,7 @@ def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> 
 
 def test_worker_step_releases_the_pool_once() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
     with pytest.raises(BackendError, match=r"follows topology\.version"):
@@ -249,7 +249,7 @@ def test_worker_step_releases_the_pool_once() -> None:
 
 def test_pools_at_the_new_version_are_not_deferred() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     cluster = dyn.objects["Cluster"][(NS, "c1")]
     md = dyn.objects["MachineDeployment"][(NS, "c1-md-0")]
     body = backend.topology_version_patch(cluster, {"md-0": md}, "v1.33.0", "s1")
@@ -263,7 +263,7 @@ def test_pools_at_the_new_version_are_not_deferred() -> None:
 def test_an_operators_hold_is_kept_and_named() -> None:
     dyn = _fleet(topology=True)
     _md_topology(dyn)["metadata"] = {"annotations": {HOLD_ANNOTATION: ""}}
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     assert _md_topology(dyn)["metadata"]["annotations"] == {
         HOLD_ANNOTATION: "",
@@ -275,7 +275,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
     # An operator's defer-upgrade (not ours) is never removed either.
     dyn2 = _fleet(topology=True)
     _md_topology(dyn2)["metadata"] = {"annotations": {DEFER_ANNOTATION: "ops"}}
-    backend2 = RecordingKubeBackend(None, NS, dyn=dyn2)
+    backend2 = KubeFleetBackend(None, NS, dyn=dyn2)
     asyncio.run(backend2.set_control_plane_version(REF, "v1.34.0", "s1"))
     assert _defer(dyn2) == "ops"
     with pytest.raises(BackendError, match=re.escape(f"held by {DEFER_ANNOTATION}")):
@@ -284,7 +284,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
 
 def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
     meta["annotations"] = {
         STEP_ANNOTATION: "s1",
@@ -306,7 +306,7 @@ def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
 
 def test_plain_cluster_patches_kcp_and_md() -> None:
     dyn = _fleet(topology=False)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
     assert [(k, n) for k, n, _ in dyn.patches] == [
@@ -325,7 +325,7 @@ def test_plain_cluster_patches_kcp_and_md() -> None:
 
 def test_taint_contract_and_placement_writes() -> None:
     dyn = _fleet(topology=True)
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     taint = Taint(UPGRADING_TAINT_KEY, "NoSchedule", "cal-1", "2026-01-01T00:00:00Z")
     assert asyncio.run(backend.add_taint(REF, taint))
     assert not asyncio.run(backend.add_taint(REF, taint))
@@ -362,7 +362,7 @@ def test_current_placement_comes_from_the_last_decision_and_drops_unknown_cluste
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["status"] = {"clusters": [{"name": "c1", "replicas": 1}, {"name": "deleted", "replicas": 1}]}
     fw["spec"]["placement"]["clusters"] = ["gone-too"]
-    inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
 
 
@@ -371,15 +371,15 @@ def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
     with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
-        asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
+        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
     fw["spec"]["apis"] = ["not-an-api"]
     with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
-        asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
+        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
 
 
 def test_missing_crds_fail_with_one_clear_error() -> None:
     dyn = _fleet(topology=True, missing=("FleetWorkload", "PlacementDecision"))
-    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
     with pytest.raises(
         NotFoundError, match=r"does not serve FleetWorkload \(calibrator\.dev/v1alpha1\)"
     ):
