@@ -122,6 +122,7 @@ def load_strategy_document(document: dict[str, Any] | None) -> Strategy:
 def fleet_plan(
     plan: CalibrationPlan,
     snapshot: FleetSnapshot,
+    strategy: Strategy,
     calibration_id: str,
     namespaces: dict[str, str] | None = None,
 ) -> FleetPlan:
@@ -131,8 +132,10 @@ def fleet_plan(
     namespaces) and decides nothing. Steps carry the from-versions the domain planned (per pool
     for worker steps: the idempotency key of a patch); stages and their approval gates are copied
     as the domain rollout decided them -- deriving a gate here once made the run enforce a gate the
-    preview did not show.
+    preview did not show. ``strategy`` is not consulted (the plan already applied it: gates,
+    windows, failure budget); the parameter stays so existing call sites keep their shape.
     """
+    del strategy
     namespaces = namespaces or {}
     clusters: list[ClusterUpgradePlan] = []
     for cplan in plan.clusters:
@@ -208,7 +211,7 @@ def plan_from_input(input: PlanInput) -> FleetPlan:
     strategy = load_strategy_document(input.strategy)
     selector = parse_selector_string(input.selector) if input.selector else None
     plan = plan_calibration(snapshot, target, strategy, selector)
-    return fleet_plan(plan, snapshot, input.calibration_id, input.namespaces)
+    return fleet_plan(plan, snapshot, strategy, input.calibration_id, input.namespaces)
 
 
 # --------------------------------------------------------------------------------------------

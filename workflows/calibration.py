@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.selectors import LabelSelector
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow
-    from workflows import runstate, search_attributes
+    from workflows import search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
     from workflows.model import (
         FAILED_CLUSTER_STATES,
@@ -592,7 +592,6 @@ class FleetCalibration:
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     # ------------------------------------------------------------------ derived state
-    # The rules live in workflows/runstate.py (pure, tested without Temporal); these delegate.
 
     @property
     def _paused(self) -> bool:
@@ -602,44 +601,59 @@ class FleetCalibration:
     def _aborted(self) -> bool:
         return bool(self._progress.abort_reason)
 
-    def _run_state(self) -> runstate.RunState:
-        return runstate.RunState(self._clusters, self._max_failures(), self._paused, self._aborted)
+    def _failures(self) -> int:
+        return sum(1 for c in self._clusters.values() if c.state in FAILED_CLUSTER_STATES)
 
     def _max_failures(self) -> int:
         return 0 if self._plan is None else self._plan.max_failures
 
-    def _failures(self) -> int:
-        return self._run_state().failures()
-
     def _over_budget(self) -> bool:
-        return self._run_state().over_budget()
+        return self._failures() > self._max_failures()
 
     def _started(self, name: str) -> bool:
-        return self._run_state().started(name)
+        return self._clusters[name].started_at is not None
 
     def _active(self) -> list[str]:
         """Clusters whose child runs (possibly waiting for a decision)."""
-        return self._run_state().active()
+        return [
+            n
+            for n, c in self._clusters.items()
+            if self._started(n) and c.state not in FINAL_CLUSTER_STATES
+        ]
 
     def _stepping(self) -> bool:
-        return self._run_state().stepping()
+        """A child is doing work (not just waiting for a decision)."""
+        return any(
+            self._clusters[n].state != ClusterState.WAITING_FOR_DECISION for n in self._active()
+        )
 
     def _dead_halt(self) -> bool:
-        return self._run_state().dead_halt()
+        """Over budget with nothing left that could bring the run back within it."""
+        waiting = any(c.state == ClusterState.WAITING_FOR_DECISION for c in self._clusters.values())
+        return self._over_budget() and not waiting and not self._stepping()
 
     def _must_stop(self) -> bool:
-        return self._run_state().must_stop()
+        return self._aborted or self._dead_halt()
 
     def _may_start(self) -> bool:
-        return self._run_state().may_start()
+        return not (self._paused or self._aborted or self._over_budget())
 
     def _settled(self, name: str) -> bool:
-        return self._run_state().settled(name)
+        state = self._clusters[name].state
+        return state in FINAL_CLUSTER_STATES or state == ClusterState.WAITING_FOR_DECISION
 
     def _phase(self) -> Phase:
-        return self._run_state().phase(
-            planned=self._plan is not None, activity=self._activity_phase, final=self._final_phase
-        )
+        if self._final_phase is not None:
+            return self._final_phase
+        if self._plan is None:
+            return Phase.PLANNING
+        if self._aborted:
+            return Phase.ABORTED
+        if self._over_budget():
+            return Phase.HALTED
+        if self._paused:
+            return Phase.PAUSED
+        return self._activity_phase
 
     # ------------------------------------------------------------------ handlers
 
