@@ -58,7 +58,7 @@ EXTRA_APIS = (
 )
 REMOVED_APIS = (
     "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema",  # gone in 1.32
-    "admissionregistration.k8s.io/v1alpha1/ValidatingAdmissionPolicy",  # gone in 1.33
+    "admissionregistration.k8s.io/v1alpha1/ValidatingAdmissionPolicy",  # gone in 1.32
     "resource.k8s.io/v1alpha3/ResourceClaim",  # gone in 1.34
     "storage.k8s.io/v1alpha1/VolumeAttributesClass",  # gone in 1.35
 )

@@ -36,7 +36,7 @@ from orchestrator.domain.snapshot import (
     snapshot_from_mapping,
     snapshot_to_mapping,
 )
-from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
+from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint, parse_time
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.placement import place
@@ -366,7 +366,7 @@ class CalibrationActivities:
             if input.upcoming_version:
                 upcoming = KubeVersion.parse(input.upcoming_version)
                 snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
-            result = place(snapshot)
+            result = place(snapshot, now=parse_time(input.now) if input.now else None)
         except InputError as err:
             _invalid(str(err))
         before = {w.key: set(w.placement.clusters) for w in snapshot.workloads}

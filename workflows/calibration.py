@@ -307,6 +307,7 @@ class ClusterUpgrade:
                 reason=f"{name}: {what}",
                 step_id=step_id,
                 upcoming_version=upcoming,
+                now=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             ),
             **_short_options(self._input.options),
         )

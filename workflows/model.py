@@ -324,7 +324,9 @@ class ReplaceInput:
     """Re-run placement for the fleet and write PlacementDecisions.
 
     ``upcoming_version``: place as if ``cluster`` already ran this version, so workloads whose
-    APIs it removes move off *before* the step; None = place the fleet as it is.
+    APIs it removes move off *before* the step; None = place the fleet as it is. ``now`` is
+    workflow time (RFC 3339): NoExecute tolerations whose ``tolerationSeconds`` ran out by then
+    no longer hold ("" = no clock: they hold).
     """
 
     calibration_id: str
@@ -332,6 +334,7 @@ class ReplaceInput:
     reason: str
     step_id: str = ""
     upcoming_version: str | None = None
+    now: str = ""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from orchestrator.cli.output import Format, emit, fail
+from orchestrator.cli.output import Format, emit, fail, new_table
 
 T = TypeVar("T")
 
@@ -77,9 +77,8 @@ def renderable(doc: dict[str, Any]) -> Table:
     title = f"{doc['calibration_id']} -> {doc['target']}: {doc['phase']}"
     if doc.get("paused"):
         title += " (paused)"
-    table = Table(title=title, caption=doc.get("message") or None)
-    for col in ("Cluster", "Stage", "State", "From", "Tainted", "Message"):
-        table.add_column(col)
+    table = new_table(title, ("Cluster", "Stage", "State", "From", "Tainted", "Message"))
+    table.caption = doc.get("message") or None
     for c in doc.get("clusters", []):
         table.add_row(
             c["name"],

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from orchestrator.cli.output import fail
+from orchestrator.cli.output import console, fail
 
 NAMESPACE = "calibrator-demo"
 FLEET = (
@@ -105,7 +105,7 @@ async def _drift(con: Console, backend: Any, title: str) -> None:
 
     inventory = await backend.inventory()
     report = drift_report(inventory.snapshot, KubeVersion.parse(TARGET), datetime.now(UTC).date())
-    con.rule(title)
+    con.print(f"[bold]== {title}[/]")
     render.drift_table(con, report)
 
 
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
         from workflows.model import CalibrationInput
         from workflows.worker import build_worker
 
-        con = Console()
+        con = console()
         plane = LocalPlane()
         with con.status("starting the local management plane") as live:
             plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)

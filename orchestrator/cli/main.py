@@ -35,7 +35,7 @@ app = typer.Typer(
 
 
 def _register_subcommands() -> None:
-    from orchestrator.cli import calibration, demo
+    from orchestrator.cli import calibration, demo, report
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
 
@@ -43,6 +43,7 @@ def _register_subcommands() -> None:
     app.add_typer(fleet_app, name="fleet")
     calibration.register(app)
     demo.register(app)
+    report.register(app)
 
 
 _register_subcommands()
@@ -53,7 +54,7 @@ R = TypeVar("R")
 SnapshotOpt = Annotated[
     Path, typer.Option("--snapshot", "-s", help="FleetSnapshot YAML/JSON file.", show_default=False)
 ]
-OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, wide, json or yaml.")]
 TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")]
 StrategyOpt = Annotated[
     Path | None,
@@ -132,7 +133,8 @@ def drift(
     version = _version(target) if target else None
     snap = _snapshot(snapshot)
     report = drift_report(snap, version, _today())
-    emit(render.drift_json(report), output, lambda con: render.drift_table(con, report))
+    wide = output is Format.wide
+    emit(render.drift_json(report), output, lambda con: render.drift_table(con, report, wide=wide))
 
 
 @app.command()
@@ -153,7 +155,17 @@ def plan(
     from orchestrator.planning import plan_to_json
 
     result = _plan(snapshot, target, strategy, selector)
-    emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
+    if output is not Format.wide:
+        emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
+    else:
+        clusters = _snapshot(snapshot).clusters  # -o wide only: labels and pools for the columns
+        labels = {c.name: c.labels for c in clusters}
+        pools = {c.name: [md.name for md in c.machine_deployments] for c in clusters}
+        emit(
+            plan_to_json(result),
+            output,
+            lambda con: render.plan_table(con, result, wide=True, labels=labels, pools=pools),
+        )
     finish(partial=bool(result.left_behind()))
 
 
@@ -189,7 +201,9 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
     from orchestrator.placement import placement_to_json
 
     snap = _snapshot(snapshot)
-    result = run_placement(snap)
+    # The real clock ends NoExecute tolerations whose tolerationSeconds ran out (placement is
+    # pure and reads none itself).
+    result = run_placement(snap, now=datetime.now(UTC))
     doc = placement_to_json(result)
 
     def table(con: Console) -> None:

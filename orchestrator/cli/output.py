@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NoReturn
 
 import yaml
 from rich.console import Console
+from rich.table import Table
+
+# Width Rich gets when the stream is not a terminal (a pipe, a CI log, `| tee demo.log`). Rich
+# falls back to 80 columns there and squeezes tables until names end in "…" ("demo-prod…"),
+# which makes logs useless for grep. Tables are only as wide as their content, so a large width
+# costs nothing; text longer than this still wraps (never cuts).
+NON_TTY_WIDTH = 1000
 
 # Exit statuses of every command (README "Exit status"): 0 = the whole answer; 1 = a partial
 # answer -- the output is valid and complete for what it covers, and names every cluster or
@@ -21,21 +28,44 @@ EXIT_BAD_INPUT = 2
 
 
 class Format(StrEnum):
-    """Output formats every command accepts."""
+    """Output formats every command accepts (``wide``: the table with extra columns, as kubectl)."""
 
     table = "table"
+    wide = "wide"
     json = "json"
     yaml = "yaml"
 
 
+def console(*, stderr: bool = False) -> Console:
+    """A Rich console for people: the terminal's width, or NON_TTY_WIDTH when not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, width=NON_TTY_WIDTH)
+
+
+def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
+    """A table whose cells are never cut with "…".
+
+    The first ``names`` columns hold names (clusters, workloads): they never wrap, so each name
+    stays one greppable token. Every other column folds a long word onto the next line instead
+    of Rich's default ellipsis. Together with ``output.console`` (wide when not a terminal) this
+    keeps names whole in logs and in narrow terminals.
+    """
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i < names, overflow="fold")
+    return table
+
+
 def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) -> None:
-    """Print ``doc`` as JSON/YAML, or call ``table`` to render it for people."""
+    """Print ``doc`` as JSON/YAML, or call ``table`` to render it for people (table and wide)."""
     if fmt is Format.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif fmt is Format.yaml:
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     else:
-        table(Console(highlight=False))
+        table(console())
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.cli.output import new_table
 from orchestrator.domain.drift import DriftReport
 from orchestrator.domain.durations import format_duration
 from orchestrator.planning import CalibrationPlan
@@ -18,6 +20,10 @@ _STATUS_STYLE = {
     "skewed": "bold red",
     "end-of-life": "red",
 }
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
 
 
 def drift_json(report: DriftReport) -> dict[str, object]:
@@ -53,26 +59,35 @@ def drift_json(report: DriftReport) -> dict[str, object]:
     }
 
 
-def drift_table(con: Console, report: DriftReport) -> None:
-    """People's view of the drift report."""
+def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> None:
+    """People's view of the drift report; ``wide`` adds labels, worker lag, minors behind newest."""
     goal = f"target {report.target}" if report.target else f"newest {report.newest}"
-    table = Table(title=f"Fleet drift ({goal}, as of {report.as_of.isoformat()})")
-    for col in ("Cluster", "Control plane", "Workers", "Behind", "Support", "Status"):
-        table.add_column(col)
+    columns = ["Cluster", "Control plane", "Workers", "Behind", "Support", "Status"]
+    if wide:
+        columns += ["Labels", "Worker lag", "Behind newest"]
+    table = new_table(f"Fleet drift ({goal}, as of {report.as_of.isoformat()})", columns)
     for d in report.clusters:
         workers = (
             ", ".join(f"{md.name} {md.version}" for md in d.cluster.machine_deployments) or "-"
         )
         behind = d.minors_behind_target if report.target else d.minors_behind_newest
         style = _STATUS_STYLE[d.status]
-        table.add_row(
+        row = [
             d.cluster.name,
             str(d.cluster.control_plane.version),
             workers,
             "-" if behind is None else f"{behind} minor(s)",
             d.support.describe(),
             f"[{style}]{d.status}[/]",
-        )
+        ]
+        if wide:
+            newest = d.minors_behind_newest
+            row += [
+                _labels(d.cluster.labels),
+                f"{d.worker_lag} minor(s)",
+                "-" if newest is None else f"{newest} minor(s)",
+            ]
+        table.add_row(*row)
     con.print(table)
     for d in report.clusters:
         for v in d.skew_violations:
@@ -81,21 +96,34 @@ def drift_table(con: Console, report: DriftReport) -> None:
     con.print(f"{len(report.clusters)} clusters ({counts})")
 
 
-def plan_table(con: Console, plan: CalibrationPlan) -> None:
-    """People's view of a calibration plan: steps per cluster, then the waves."""
-    table = Table(title=f"Calibration plan to {plan.target}")
-    for col in (
+def plan_table(
+    con: Console,
+    plan: CalibrationPlan,
+    *,
+    wide: bool = False,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+    pools: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """People's view of a calibration plan: steps per cluster, then the waves.
+
+    ``wide`` adds the wave number, the maintenance window (when the cluster may start) and,
+    from the snapshot, the cluster's labels and worker pools.
+    """
+    columns = [
         "Cluster",
         "From (CP / workers)",
         "Control-plane steps",
         "Worker steps",
         "Stage",
         "Blocked",
-    ):
-        table.add_column(col)
+    ]
+    if wide:
+        columns += ["Wave", "Maintenance window", "Labels", "Pools"]
+    table = new_table(f"Calibration plan to {plan.target}", columns)
     stage_of = {n: s.name for s in plan.rollout.stages for n in s.clusters}
+    wave_of = {n: i for i, wave in enumerate(plan.rollout.waves(), start=1) for n in wave}
     for p in plan.clusters:
-        table.add_row(
+        row = [
             p.cluster,
             f"{p.control_plane_from} / {p.workers_from or '-'}",
             # A blocked cluster without steps is not "at target": it has no path.
@@ -104,7 +132,16 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
             " -> ".join(str(v) for v in p.worker_steps) or "-",
             stage_of.get(p.cluster, "-"),
             "[red]yes[/]" if p.blocked else "no",
-        )
+        ]
+        if wide:
+            window = plan.rollout.windows.get(p.cluster)
+            row += [
+                str(wave_of.get(p.cluster, "-")),
+                "any time" if window is None else window.describe(),
+                _labels((labels or {}).get(p.cluster, {})),
+                ",".join((pools or {}).get(p.cluster, ())) or "-",
+            ]
+        table.add_row(*row)
     con.print(table)
     for p in plan.clusters:
         for reason in p.reasons:
@@ -139,9 +176,11 @@ def plan_table(con: Console, plan: CalibrationPlan) -> None:
 
 def check_table(con: Console, plan: CalibrationPlan) -> None:
     """People's view of the compatibility findings."""
-    table = Table(title=f"Removed APIs on the way to {plan.target}")
-    for col in ("Cluster", "Workload", "API", "Removed in", "Replacement", "Breaks at", "Action"):
-        table.add_column(col)
+    table = new_table(
+        f"Removed APIs on the way to {plan.target}",
+        ("Cluster", "Workload", "API", "Removed in", "Replacement", "Breaks at", "Action"),
+        names=2,
+    )
     for v in plan.findings:
         f = v.finding
         action = {"block": "[red]block[/]", "none": "already broken"}.get(

@@ -22,7 +22,16 @@ from orchestrator.domain.quantity import (
     parse_memory_bytes,
 )
 from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
-from orchestrator.domain.taints import Taint, Toleration, parse_effect, taint_from_mapping
+from orchestrator.domain.taints import (
+    NUMERIC_OPERATORS,
+    OPERATORS,
+    Operator,
+    Taint,
+    Toleration,
+    numeric_value_error,
+    parse_effect,
+    taint_from_mapping,
+)
 from orchestrator.domain.versions import KubeVersion, VersionError
 
 API_VERSION = "calibrator.dev/v1alpha1"
@@ -150,7 +159,11 @@ class ClusterAffinity:
 
 @dataclass(frozen=True, slots=True)
 class StaticWeight:
-    """KubeFed-style weight for Weighted division: cluster name or selector, weight, min, max."""
+    """A weight entry for Weighted division: cluster name or selector, weight, min, max.
+
+    A cluster several entries match takes the entry with the largest weight (Karmada); of
+    equal weights, the first entry in the list.
+    """
 
     weight: int
     cluster: str | None = None
@@ -165,12 +178,17 @@ class StaticWeight:
         return self.selector is not None and self.selector.matches(cluster.labels)
 
 
-DivisionType = Literal["Duplicated", "Weighted", "Dynamic"]
+DivisionType = Literal["Duplicated", "Weighted", "Dynamic", "Aggregated"]
+DIVISION_TYPES: tuple[DivisionType, ...] = ("Duplicated", "Weighted", "Dynamic", "Aggregated")
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaScheduling:
-    """How replicas spread: a full copy per cluster, or divided by static weights or free capacity."""
+    """How replicas spread: a full copy per cluster, or divided.
+
+    Divided by static weights (Weighted), by free capacity (Dynamic), or onto as few clusters
+    as hold them (Aggregated, Karmada's division preference of that name).
+    """
 
     type: DivisionType = "Duplicated"
     weights: tuple[StaticWeight, ...] = ()
@@ -436,8 +454,10 @@ def _toleration(raw: object, where: str) -> Toleration:
     data = _mapping(raw, where)
     _check_fields(data, {"key", "operator", "value", "effect", "tolerationSeconds"}, where)
     operator = data.get("operator", "Equal")
-    if operator not in ("Equal", "Exists"):
-        raise SnapshotError(f"{where}.operator: must be Equal or Exists, got {operator!r}")
+    if operator not in OPERATORS:
+        raise SnapshotError(
+            f"{where}.operator: must be one of {', '.join(OPERATORS)}, got {operator!r}"
+        )
     key = data.get("key", "") or ""
     if not isinstance(key, str):
         raise SnapshotError(f"{where}.key: must be a string")
@@ -446,12 +466,20 @@ def _toleration(raw: object, where: str) -> Toleration:
     value = data.get("value", "") or ""
     if operator == "Exists" and value:
         raise SnapshotError(f"{where}: operator Exists takes no value")
+    if operator in NUMERIC_OPERATORS:
+        # Kubernetes validates a numeric toleration's value as a canonical int64 (a YAML
+        # integer is accepted as its decimal text).
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        problem = numeric_value_error(value) if isinstance(value, str) else "must be a string"
+        if problem:
+            raise SnapshotError(f"{where}.value: operator {operator} needs an integer: {problem}")
     effect_raw = data.get("effect", "") or ""
     effect = parse_effect(effect_raw, where) if effect_raw else ""
     seconds = data.get("tolerationSeconds")
     return Toleration(
         key=key,
-        operator=cast(Literal["Equal", "Exists"], operator),
+        operator=cast(Operator, operator),
         value=str(value),
         effect=effect,
         toleration_seconds=None if seconds is None else _int(seconds, f"{where}.tolerationSeconds"),
@@ -464,8 +492,10 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     data = _mapping(raw, where)
     _check_fields(data, {"type", "weights"}, where)
     kind = data.get("type", "Duplicated")
-    if kind not in ("Duplicated", "Weighted", "Dynamic"):
-        raise SnapshotError(f"{where}.type: must be Duplicated, Weighted or Dynamic, got {kind!r}")
+    if kind not in DIVISION_TYPES:
+        raise SnapshotError(
+            f"{where}.type: must be one of {', '.join(DIVISION_TYPES)}, got {kind!r}"
+        )
     weights: list[StaticWeight] = []
     for i, w_raw in enumerate(_list(data.get("weights"), f"{where}.weights")):
         here = f"{where}.weights[{i}]"

@@ -49,6 +49,20 @@ def calendar() -> dict[tuple[int, int], date]:
     return out
 
 
+@functools.cache
+def release_dates() -> dict[tuple[int, int], date]:
+    """Upstream release day per (major, minor); the report labels its minor columns with it."""
+    text = (
+        resources.files("orchestrator.domain").joinpath("data/kubernetes_support.yaml").read_text()
+    )
+    out: dict[tuple[int, int], date] = {}
+    for row in yaml.safe_load(text)["releases"]:
+        if row.get("released"):
+            major, minor = str(row["minor"]).split(".")
+            out[(int(major), int(minor))] = date.fromisoformat(str(row["released"]))
+    return out
+
+
 def support_status(version: KubeVersion, today: date) -> SupportStatus:
     """Status of ``version``'s minor on ``today``."""
     end = calendar().get(version.minor_key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import copy
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from types import MappingProxyType
 
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, NetworkLink, Resources, Workload
@@ -86,6 +87,7 @@ class PlacementContext:
         "index",
         "known",
         "mem_points",
+        "now",
         "regions",
         "rtt_ms",
         "seq",
@@ -93,8 +95,11 @@ class PlacementContext:
         "unknown",
     )
 
-    def __init__(self, snapshot: FleetSnapshot) -> None:
+    def __init__(self, snapshot: FleetSnapshot, now: datetime | None = None) -> None:
         self.snapshot = snapshot
+        # The caller's clock (placement reads none): ends NoExecute tolerations whose
+        # tolerationSeconds ran out. None: offline, they hold (see plugins/taint_toleration.py).
+        self.now = now
         self.clusters: tuple[Cluster, ...] = tuple(sorted(snapshot.clusters, key=_name))
         self.index: dict[str, int] = {c.name: i for i, c in enumerate(self.clusters)}
         self.known: list[bool] = [c.capacity is not None for c in self.clusters]

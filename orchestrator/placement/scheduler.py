@@ -45,6 +45,7 @@ import math
 import operator
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple, cast
 
 from orchestrator.domain.errors import InputError
@@ -53,6 +54,7 @@ from orchestrator.domain.snapshot import (
     ClusterAffinity,
     FleetSnapshot,
     PlacementPolicy,
+    ReplicaScheduling,
     StaticWeight,
     Workload,
 )
@@ -85,6 +87,7 @@ from orchestrator.placement.framework import (
     is_dynamic,
 )
 from orchestrator.placement.plugins import DEFAULT_REGISTRY
+from orchestrator.placement.plugins.taint_toleration import eviction_times
 
 EXCLUDED = "excluded"
 # Up to this many feasible clusters, scoring all beats walking the bound order (measured).
@@ -114,6 +117,10 @@ class WorkloadDecision:
     reasons: Mapping[str, tuple[str, ...]]
     evicted: tuple[str, ...] = ()
     affinity: str | None = None
+    # Division did what the policy alone does not say (``division.EQUAL_WEIGHTS_NOTE``).
+    division_note: str = ""
+    # (cluster, when) for chosen clusters a NoExecute toleration holds only for a while.
+    evict_at: tuple[tuple[str, str], ...] = ()
 
     @property
     def replicas(self) -> dict[str, int]:
@@ -153,6 +160,10 @@ def placement_to_json(result: PlacementResult) -> dict[str, object]:
         }
         if d.affinity is not None:
             item["affinity"] = d.affinity
+        if d.division_note:
+            item["divisionNote"] = d.division_note
+        if d.evict_at:
+            item["evictAt"] = dict(d.evict_at)
         decisions.append(item)
     return {"decisions": decisions}
 
@@ -329,6 +340,7 @@ class _Scheduler:
     def __init__(self, ctx: PlacementContext, registry: Registry, excluded: frozenset[int]):
         self.ctx = ctx
         self.excluded = excluded
+        self.note = ""  # the last attempt's division note (see ``_attempt``)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
         filters = registry.filters
         scorers = registry.scorers
@@ -569,14 +581,14 @@ class _Scheduler:
         return _Profile(mask, entries, *scores, None)
 
     def _weighting(self, entries: Sequence[StaticWeight]) -> _Weighting:
-        """Every cluster's entry: the first that matches; by label class unless names are used."""
+        """Every cluster's entry (``division.matching_entry``); by label class unless names are used."""
         clusters = self.ctx.clusters
 
         def entry_of(cluster: Cluster) -> tuple[int, int, int | None]:
-            for entry in entries:
-                if entry.matches(cluster):
-                    return entry.weight, entry.min_replicas, entry.max_replicas
-            return 0, 0, 0
+            found = division.matching_entry(entries, cluster)
+            if found is None:
+                return 0, 0, 0
+            return found.weight, found.min_replicas, found.max_replicas
 
         if any(e.cluster is not None for e in entries):
             triples = [entry_of(cluster) for cluster in clusters]
@@ -931,14 +943,17 @@ class _Scheduler:
                 chosen = [i for i in chosen if eligible[i]]
             scores = _LazyScores(self, view, profile, chosen, current)
         if not chosen:
-            if weighting is not None and not any(weighting.eligible[i] for i in candidates):
-                return [], "no weight for this cluster in replicaScheduling.weights"
             return [], "no feasible cluster"
         if kind == "Duplicated":
             return [(i, replicas) for i in chosen], ""
         rooms = self.ctx.rooms(view, chosen)
         if kind == "Dynamic":
             allocation = division.dynamic(replicas, scores, rooms, None)
+        elif kind == "Aggregated":
+            in_use = frozenset(current)
+            allocation = division.aggregated(
+                replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
+            )
         else:
             triples = (
                 [weighting.triples[i] for i in chosen]
@@ -990,10 +1005,16 @@ class _Scheduler:
 
     def _attempt(self, view: Workload, current: list[int]) -> tuple[list[tuple[int, int]], str]:
         """One affinity term: (cluster index, replicas) pairs, or why it failed."""
+        self.note = ""
         profile = self.profile(view)
         candidates, members = self.static_candidates(profile, view, current)
         if not candidates:
             return [], "no feasible cluster"
+        eligible = profile.weighting.eligible if profile.weighting is not None else None
+        if eligible is not None and not any(map(eligible.__getitem__, candidates)):
+            view = _equal_weights(view)  # no weight entry matches a feasible cluster
+            profile = self.profile(view)
+            self.note = division.EQUAL_WEIGHTS_NOTE
         return self.divide(view, profile, candidates, members, current)
 
     def _place(
@@ -1032,6 +1053,8 @@ class _Scheduler:
             reasons=_Reasons(self, seq, workload, attempts, chosen),
             evicted=evicted,
             affinity=attempts[-1].label or None if placed and attempts is not None else None,
+            division_note=self.note if placed else "",
+            evict_at=eviction_times(self.ctx, workload, [c.name for c in chosen]),
         )
 
     # ------------------------------------------------------------------ explanations
@@ -1173,6 +1196,24 @@ def _term_view(workload: Workload, term: tuple[ClusterAffinity]) -> Workload:
     return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)
 
 
+def _equal_weights(view: Workload) -> Workload:
+    """The view with Weighted division and no weight entries: every cluster weighs 1."""
+    p = view.placement
+    policy = PlacementPolicy(
+        affinities=p.affinities,
+        tolerations=p.tolerations,
+        clusters=p.clusters,
+        replica_scheduling=_UNWEIGHTED,
+        max_latency=p.max_latency,
+        max_clusters=p.max_clusters,
+    )
+    w = view
+    return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)
+
+
+_UNWEIGHTED = ReplicaScheduling("Weighted")
+
+
 def _term_label(terms: Sequence[object], t: int) -> str:
     if len(terms) <= 1:
         return ""
@@ -1246,14 +1287,17 @@ def place(
     workloads: Iterable[str | Workload] | None = None,
     exclude_clusters: Collection[str] = frozenset(),
     registry: Registry = DEFAULT_REGISTRY,
+    now: datetime | None = None,
 ) -> PlacementResult:
     """Place ``workloads`` (keys or objects; default all) on the snapshot's clusters.
 
     Workloads not named keep running where they are; their usage is already in ``allocated``.
     ``exclude_clusters`` are treated as unavailable (reason ``excluded``), e.g. the cluster about
-    to be upgraded.
+    to be upgraded. ``now`` (the caller's clock: workflow time, or the CLI's) ends NoExecute
+    tolerations whose ``tolerationSeconds`` ran out; without it they hold, and the decision's
+    ``evict_at`` says until when.
     """
-    ctx = PlacementContext(snapshot)
+    ctx = PlacementContext(snapshot, now=now)
     unknown = sorted(set(exclude_clusters) - set(ctx.index))
     if unknown:
         raise InputError(f"unknown cluster(s) to exclude: {', '.join(unknown)}")

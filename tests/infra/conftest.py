@@ -3,6 +3,7 @@ and provider are replaced, and every registered resource is recorded for the ass
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,11 @@ class Registered:
     name: str
     inputs: dict[str, Any]
     provider: str | None
+    # Filled from the monitor's request once the registration returns (the Mocks interface does
+    # not see them): the parent's URN and the URNs this resource depends on.
+    urn: str = ""
+    parent: str = ""
+    dependencies: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -38,6 +44,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
     ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None
 
+    def by_urn(self, urn: str) -> Registered:
+        (found,) = [r for r in self.resources if r.urn == urn]
+        return found
+
     def of_type(self, typ: str) -> list[Registered]:
         return [r for r in self.resources if r.typ == typ]
 
@@ -45,12 +55,44 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return [r for r in self.resources if r.inputs.get("kind") == kind]
 
 
+def _record_graph(recording: RecordingMocks) -> None:
+    """Wrap the mock monitor's RegisterResource so each record also gets its URN, parent and
+    dependencies: what the program promises about order is the graph, not the SDK's
+    (asynchronous, unordered) registration sequence."""
+    monitor = pulumi.runtime.settings.SETTINGS.monitor
+    register = monitor.RegisterResource
+
+    def recorded(request: Any) -> Any:
+        response = register(request)
+        # Registrations may run on several threads; URNs are unique, so match on the record
+        # that has this type and name and no URN yet.
+        for r in recording.resources:
+            if not r.urn and r.typ == request.type and r.name == request.name:
+                r.urn = response.urn
+                r.parent = request.parent
+                r.dependencies = frozenset(request.dependencies)
+                break
+        return response
+
+    monitor.RegisterResource = recorded
+
+
 @pytest.fixture
 def mocks() -> Iterator[RecordingMocks]:
+    # Pulumi's mock runtime builds futures on the main thread's current event loop. A test that
+    # ran asyncio.run() before leaves none set, so each test gets its own loop (and closes it):
+    # the result must not depend on which test ran first.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     recording = RecordingMocks()
     pulumi.runtime.set_mocks(recording, project="calibrator-fleet", stack="test", preview=False)
-    yield recording
-    pulumi.runtime.set_all_config({})
+    _record_graph(recording)
+    try:
+        yield recording
+    finally:
+        pulumi.runtime.set_all_config({})
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def set_config(values: dict[str, Any]) -> None:

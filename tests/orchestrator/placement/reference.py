@@ -12,7 +12,11 @@ It follows the rules written in ``orchestrator.placement`` (package and schedule
 * ordered fallback affinities: the first term whose filters *and* division succeed wins;
 * ``maxClusters``: the best clusters by total score (weighted sum of every score plugin), ties by
   name; Weighted division only considers clusters with a weight (or minReplicas) and a non-zero
-  maxReplicas;
+  maxReplicas, taking each cluster's largest matching weight entry; when no entry matches a
+  feasible cluster, every feasible cluster weighs 1 and the decision says so;
+* division by Webster's method, one replica at a time (``plain_division``);
+* NoExecute tolerations with ``tolerationSeconds`` end at ``now`` when given; chosen clusters
+  that such a toleration holds are listed with their eviction time;
 * reasons: every rejected cluster with every reason, with the capacity the workload saw.
 """
 
@@ -20,13 +24,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
+from datetime import datetime
 
-from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, ReplicaScheduling, Workload
+from orchestrator.domain.taints import eviction_time, format_time
 from orchestrator.placement import division
 from orchestrator.placement.context import PlacementContext, credited_replicas
 from orchestrator.placement.framework import FilterResult, Registry
 from orchestrator.placement.plugins import DEFAULT_REGISTRY
 from orchestrator.placement.scheduler import EXCLUDED
+from tests.orchestrator.placement.plain_division import (
+    plain_aggregated,
+    plain_dynamic,
+    plain_weighted,
+)
 
 
 @dataclasses.dataclass
@@ -39,6 +50,8 @@ class RefDecision:
     reasons: dict[str, tuple[str, ...]]
     evicted: tuple[str, ...]
     affinity: str | None
+    division_note: str = ""
+    evict_at: tuple[tuple[str, str], ...] = ()
 
 
 def _dynamic(plugin: object) -> bool:
@@ -64,10 +77,12 @@ def _weight(view: Workload, cluster: Cluster) -> tuple[int, int, int | None]:
     scheduling = view.placement.replica_scheduling
     if not scheduling.weights:
         return 1, 0, None
-    for entry in scheduling.weights:
-        if entry.matches(cluster):
-            return entry.weight, entry.min_replicas, entry.max_replicas
-    return 0, 0, 0
+    matching = [e for e in scheduling.weights if e.matches(cluster)]
+    if not matching:
+        return 0, 0, 0
+    top = max(e.weight for e in matching)
+    entry = next(e for e in matching if e.weight == top)
+    return entry.weight, entry.min_replicas, entry.max_replicas
 
 
 def _attempt(
@@ -76,10 +91,12 @@ def _attempt(
     view: Workload,
     excluded: Collection[str],
     static: dict[str, list[FilterResult]],
+    notes: list[str],
 ) -> tuple[list[tuple[int, int]], str]:
     """(cluster index, replicas) for one affinity term, or the failure text.
 
-    ``static`` holds every static filter's answer per cluster for this view (by plugin name).
+    ``static`` holds every static filter's answer per cluster for this view (by plugin name);
+    a division note, if any, is appended to ``notes``.
     """
     clusters = ctx.clusters
     candidates = [
@@ -97,6 +114,14 @@ def _attempt(
         weight, low, high = _weight(view, clusters[i])
         return (weight > 0 or low > 0) and high != 0
 
+    if weighted and not any(eligible(i) for i in candidates):
+        weighted = False
+        view = dataclasses.replace(
+            view,
+            placement=dataclasses.replace(policy, replica_scheduling=ReplicaScheduling("Weighted")),
+        )
+        notes.append(division.EQUAL_WEIGHTS_NOTE)
+
     fitting = [
         i
         for i in candidates
@@ -110,24 +135,26 @@ def _attempt(
     limit = policy.max_clusters
     chosen = sorted(ranked if limit is None else ranked[:limit])
     if not chosen:
-        if weighted and not any(eligible(i) for i in candidates):
-            return [], "no weight for this cluster in replicaScheduling.weights"
         return [], "no feasible cluster"
     if kind == "Duplicated":
         return [(i, view.replicas) for i in chosen], ""
     scores = [totals[i] for i in chosen]
     rooms = [ctx.replicas_fitting(i, view) for i in chosen]
     if kind == "Dynamic":
-        allocation = division.dynamic(view.replicas, scores, rooms, None)
+        allocation = plain_dynamic(view.replicas, scores, rooms)
+    elif kind == "Aggregated":
+        current = set(policy.clusters)
+        in_use = [p for p, i in enumerate(chosen) if clusters[i].name in current]
+        allocation = plain_aggregated(view.replicas, scores, rooms, in_use)
     else:
         triples = [_weight(view, clusters[i]) for i in chosen]
-        allocation = division.weighted(
+        allocation = plain_weighted(
             view.replicas,
             scores,
             [t[0] for t in triples],
             rooms,
-            mins=[t[1] for t in triples],
-            maxs=[t[2] for t in triples],
+            [t[1] for t in triples],
+            [t[2] for t in triples],
         )
     if allocation.complete:
         return [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0], ""
@@ -144,9 +171,10 @@ def reference_place(
     *,
     exclude_clusters: Collection[str] = frozenset(),
     registry: Registry = DEFAULT_REGISTRY,
+    now: datetime | None = None,
 ) -> list[RefDecision]:
     """Decisions for every workload of the snapshot, in ``namespace/name`` order."""
-    ctx = PlacementContext(snapshot)
+    ctx = PlacementContext(snapshot, now=now)
     clusters = ctx.clusters
     plugins = _Plugins(registry)
     out: list[RefDecision] = []
@@ -155,7 +183,9 @@ def reference_place(
         # view, label, failure, every static filter's answer per cluster
         attempts: list[tuple[Workload, str, str, dict[str, list[FilterResult]]]] = []
         assignment: list[tuple[int, int]] = []
+        notes: list[str] = []
         for t in range(max(1, len(terms))):
+            notes.clear()
             view = workload
             label = ""
             if len(terms) > 1:
@@ -165,7 +195,7 @@ def reference_place(
                 )
                 label = terms[t].name or f"#{t}"
             static = {p.name: [p.filter(ctx, view, c) for c in clusters] for p in plugins.static}
-            assignment, failure = _attempt(ctx, plugins, view, exclude_clusters, static)
+            assignment, failure = _attempt(ctx, plugins, view, exclude_clusters, static, notes)
             attempts.append((view, label, failure, static))
             if not failure:
                 break
@@ -206,6 +236,19 @@ def reference_place(
                         ctx.free_cpu[i] -= extra * req.cpu_milli
                         ctx.free_mem[i] -= extra * req.memory_bytes
         current = set(workload.placement.clusters)
+        evict_at: list[tuple[str, str]] = []
+        for i, _ in assignment if placed else ():
+            bound = eviction_time(clusters[i].taints, workload.placement.tolerations)
+            if bound is not None:
+                until, seconds = bound
+                evict_at.append(
+                    (
+                        clusters[i].name,
+                        format_time(until)
+                        if until
+                        else f"{seconds}s after the taint was added (no timeAdded recorded)",
+                    )
+                )
         out.append(
             RefDecision(
                 workload=workload.key,
@@ -214,6 +257,8 @@ def reference_place(
                 reasons=reasons,
                 evicted=tuple(sorted(current - chosen)),
                 affinity=(attempts[-1][1] or None) if placed else None,
+                division_note=notes[0] if placed and notes else "",
+                evict_at=tuple(evict_at),
             )
         )
     return out

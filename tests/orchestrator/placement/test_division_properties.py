@@ -1,4 +1,9 @@
-"""The fast division paths against the plain formulations they replace (property tests)."""
+"""Division properties: the fast paths equal the plain method, and no Alabama paradox.
+
+``plain_division`` hands out one replica at a time; ``division`` skips ahead (first-round cut,
+divisor jump start, lazy scores). Hypothesis draws few distinct weights and scores so that ties,
+the delicate part, are common.
+"""
 
 from __future__ import annotations
 
@@ -8,58 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.placement import division
-
-
-def plain_largest_remainder(
-    total: int, weights: Sequence[int], scores: Sequence[int], positions: Sequence[int]
-) -> list[int]:
-    """Hamilton's method written the obvious way (floors, then +1 by remainder, ties by score)."""
-    weight_sum = sum(weights)
-    if weight_sum <= 0 or total <= 0:
-        return [0] * len(weights)
-    shares = [total * w // weight_sum for w in weights]
-    left = total - sum(shares)
-    if left:
-        remainders = [total * w % weight_sum for w in weights]
-        cut = sorted(remainders, reverse=True)[left - 1]
-        winners = [k for k, r in enumerate(remainders) if r > cut]
-        tied = [k for k, r in enumerate(remainders) if r == cut]
-        if len(tied) > left - len(winners):
-            tied.sort(key=lambda k: (-scores[positions[k]], positions[k]))
-        for k in winners + tied[: left - len(winners)]:
-            shares[k] += 1
-    return shares
-
-
-def plain_dynamic(
-    replicas: int, scores: Sequence[int], rooms: Sequence[int | None], max_clusters: int | None
-) -> division.Allocation:
-    """Dynamic division written the obvious way."""
-    eligible = [p for p in range(len(scores)) if rooms[p] is None or (rooms[p] or 0) > 0]
-    chosen = eligible
-    if max_clusters is not None and max_clusters < len(eligible):
-        chosen = sorted(division.best(scores, max_clusters, eligible))
-    known = [p for p in chosen if rooms[p] is not None]
-    unknown = [p for p in chosen if rooms[p] is None]
-    room_known = [r or 0 for r in rooms]
-    assigned: dict[int, int] = {}
-    total_room = sum(room_known[p] for p in known)
-    if replicas <= total_room:
-        shares = plain_largest_remainder(replicas, [room_known[p] for p in known], scores, known)
-        assigned = {p: share for p, share in zip(known, shares, strict=True) if share}
-        remaining = 0
-    else:
-        for p in known:
-            assigned[p] = room_known[p]
-        remaining = division._fill(
-            replicas - total_room,
-            unknown,
-            weights=[1] * len(scores),
-            caps=rooms,
-            scores=scores,
-            assigned=assigned,
-        )
-    return division.Allocation(assigned, remaining)
+from tests.orchestrator.placement.plain_division import (
+    plain_aggregated,
+    plain_dynamic,
+    plain_webster,
+)
 
 
 class LazyScores(Sequence[int]):
@@ -81,43 +39,126 @@ class LazyScores(Sequence[int]):
         return [self.values[p] for p in positions]
 
 
-# Few distinct values, so that ties (the delicate part) are common.
-weights_st = st.lists(st.integers(0, 6), min_size=0, max_size=30)
+@st.composite
+def policies(draw: st.DrawFn, max_size: int = 12) -> dict[str, list[int] | list[int | None]]:
+    """Parallel per-cluster lists: weights, scores, rooms, mins, maxs."""
+    n = draw(st.integers(0, max_size))
 
+    def column(values: st.SearchStrategy[int | None]) -> list[int | None]:
+        return draw(st.lists(values, min_size=n, max_size=n))
 
-@settings(max_examples=400, deadline=None)
-@given(total=st.integers(-2, 40), weights=weights_st, data=st.data())
-def test_largest_remainder_matches_plain(
-    total: int, weights: list[int], data: st.DataObject
-) -> None:
-    scores = data.draw(st.lists(st.integers(0, 3), min_size=len(weights), max_size=len(weights)))
-    positions = list(range(len(weights)))
-    assert division.largest_remainder(total, weights, scores, positions) == (
-        plain_largest_remainder(total, weights, scores, positions)
-    )
+    return {
+        "weights": column(st.integers(0, 6)),
+        "scores": column(st.integers(0, 3)),
+        "rooms": column(st.one_of(st.none(), st.integers(0, 9))),
+        "mins": column(st.sampled_from([0, 0, 0, 1, 2])),
+        "maxs": column(st.one_of(st.none(), st.none(), st.integers(0, 6))),
+    }
 
 
 @settings(max_examples=400, deadline=None)
 @given(
-    replicas=st.integers(0, 60),
-    rooms=st.lists(st.one_of(st.none(), st.integers(-1, 8)), min_size=0, max_size=30),
+    seats=st.integers(-1, 60),
+    weights=st.lists(st.integers(0, 6), max_size=30),
     data=st.data(),
 )
-def test_dynamic_matches_plain(replicas: int, rooms: list[int | None], data: st.DataObject) -> None:
-    scores = data.draw(st.lists(st.integers(0, 3), min_size=len(rooms), max_size=len(rooms)))
-    max_clusters = data.draw(st.one_of(st.none(), st.integers(1, 5)))
-    got = division.dynamic(replicas, scores, rooms, max_clusters)
-    want = plain_dynamic(replicas, scores, rooms, max_clusters)
-    assert list(got.replicas.items()) == list(want.replicas.items())
-    assert got.unplaced == want.unplaced
+def test_webster_matches_the_plain_method(
+    seats: int, weights: list[int], data: st.DataObject
+) -> None:
+    n = len(weights)
+    scores = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    caps = data.draw(
+        st.one_of(
+            st.none(), st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=n, max_size=n)
+        )
+    )
+    start = data.draw(
+        st.dictionaries(st.integers(0, max(0, n - 1)), st.integers(1, 3)) if n else st.just({})
+    )
+    if caps is not None:
+        start = {p: r if (cap := caps[p]) is None else min(r, cap) for p, r in start.items()}
+    got = division.webster(seats, weights, LazyScores(scores), caps=caps, start=start)
+    assert got == plain_webster(seats, weights, scores, caps, start)
 
 
-def test_ties_read_only_the_tied_scores() -> None:
-    # Two replicas over six clusters of equal room: every remainder ties at the cut.
+@settings(max_examples=300, deadline=None)
+@given(replicas=st.integers(0, 60), policy=policies(), data=st.data())
+def test_dynamic_and_aggregated_match_the_plain_method(
+    replicas: int, policy: dict[str, list[int | None]], data: st.DataObject
+) -> None:
+    scores = [s or 0 for s in policy["scores"]]
+    rooms = policy["rooms"]
+    got = division.dynamic(replicas, LazyScores(scores), rooms, None)
+    assert got == plain_dynamic(replicas, scores, rooms)
+    current = data.draw(st.sets(st.integers(0, max(0, len(rooms) - 1)), max_size=3))
+    got = division.aggregated(replicas, scores, rooms, current)
+    assert got == plain_aggregated(replicas, scores, rooms, current)
+
+
+def _weighted(replicas: int, policy: dict[str, list[int | None]]) -> division.Allocation:
+    return division.weighted(
+        replicas,
+        [s or 0 for s in policy["scores"]],
+        [w or 0 for w in policy["weights"]],
+        policy["rooms"],
+        mins=[m or 0 for m in policy["mins"]],
+        maxs=policy["maxs"],
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(replicas=st.integers(0, 50), policy=policies())
+def test_one_more_replica_never_takes_one_away_and_bounds_hold(
+    replicas: int, policy: dict[str, list[int | None]]
+) -> None:
+    """No Alabama paradox for Weighted and Dynamic, and min/max/room bounds always hold."""
+    rooms, mins, maxs = policy["rooms"], policy["mins"], policy["maxs"]
+    scores = [s or 0 for s in policy["scores"]]
+    for now, more in (
+        (_weighted(replicas, policy), _weighted(replicas + 1, policy)),
+        (
+            division.dynamic(replicas, scores, rooms, None),
+            division.dynamic(replicas + 1, scores, rooms, None),
+        ),
+    ):
+        assert all(more.replicas.get(p, 0) >= r for p, r in now.replicas.items())
+        assert sum(more.replicas.values()) - sum(now.replicas.values()) in (0, 1)
+        for allocation, total in ((now, replicas), (more, replicas + 1)):
+            assert sum(allocation.replicas.values()) + allocation.unplaced == total
+            for p, r in allocation.replicas.items():
+                assert r > 0
+                assert rooms[p] is None or r <= (rooms[p] or 0)
+    weighted = _weighted(replicas, policy)
+    for p, r in weighted.replicas.items():
+        assert maxs[p] is None or r <= (maxs[p] or 0)
+    # Every minimum is met as far as room, maxReplicas and the total allow.
+    floors = [
+        min([m or 0, *(c for c in (rooms[p], maxs[p]) if c is not None)])
+        for p, m in enumerate(mins)
+    ]
+    if replicas >= sum(floors):
+        assert all(weighted.replicas.get(p, 0) >= f for p, f in enumerate(floors))
+
+
+@settings(max_examples=200, deadline=None)
+@given(replicas=st.integers(1, 40), policy=policies())
+def test_aggregated_uses_the_fewest_clusters_in_its_order(
+    replicas: int, policy: dict[str, list[int | None]]
+) -> None:
+    """Dropping the last cluster used would leave too little room (it is never one too many)."""
+    rooms = policy["rooms"]
+    allocation = division.aggregated(replicas, [0] * len(rooms), rooms)
+    used = sorted(allocation.replicas)
+    if allocation.complete and len(used) > 1 and all(rooms[p] is not None for p in used):
+        by_room = sorted((rooms[p] or 0 for p in used), reverse=True)
+        assert sum(by_room[:-1]) < replicas
+
+
+def test_first_round_reads_only_the_tied_scores() -> None:
+    # Two replicas over six clusters of equal weight: every first priority ties at the cut.
     scores = LazyScores([1, 5, 5, 2, 9, 0])
-    allocation = division.dynamic(2, scores, [4, 4, 4, 4, 4, 4], None)
-    assert allocation.replicas == {4: 1, 1: 1} or allocation.replicas == {1: 1, 4: 1}
-    assert scores.asked == 6  # one batch for the tied positions, nothing else
+    assert division.webster(2, [4] * 6, scores) == {1: 1, 4: 1}
+    assert scores.asked == 8  # one batch for the six tied at the cut, then the two chosen
     scores = LazyScores([1, 5, 5, 2, 9, 0])
-    assert division.dynamic(2, scores, [9, 4, 4, 4, 4, 8], None).replicas == {0: 1, 5: 1}
-    assert scores.asked == 0  # no tie at the cut: no score read
+    assert division.webster(2, [9, 4, 4, 4, 4, 8], scores) == {0: 1, 5: 1}
+    assert scores.asked == 0  # no tie at the cut and distinct weights: no score read

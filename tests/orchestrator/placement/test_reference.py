@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any
         assert got.evicted == want.evicted, got.workload
         assert got.affinity == want.affinity, got.workload
         assert dict(got.reasons) == want.reasons, got.workload
+        assert got.division_note == want.division_note, got.workload
+        assert got.evict_at == want.evict_at, got.workload
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +108,50 @@ def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
     mapping = generate_fleet_mapping(clusters, workloads, seed=seed)
     rng = random.Random(seed)
     names = [c["name"] for c in mapping["clusters"]]
+    for c in mapping["clusters"]:
+        roll = rng.random()
+        if roll < 0.15:  # an SLA taint for the numeric operators
+            c["taints"].append(
+                {
+                    "key": "example.com/sla",
+                    "value": str(rng.choice((90, 95, 99))),
+                    "effect": "NoSchedule",
+                }
+            )
+        elif roll < 0.25:  # a drain some workloads tolerate for a while
+            c["taints"].append(
+                {
+                    "key": "example.com/drain",
+                    "value": "",
+                    "effect": "NoExecute",
+                    "timeAdded": rng.choice(("2026-12-02T09:00:00Z", "2026-12-02T11:00:00Z")),
+                }
+            )
     for w in mapping["workloads"]:
         placement = w["placement"]
         roll = rng.random()
-        if roll < 0.08:
+        if rng.random() < 0.3:
+            placement["tolerations"] = [
+                *placement.get("tolerations", []),
+                {"key": "example.com/sla", "operator": rng.choice(("Gt", "Lt")), "value": "94"},
+                {"key": "example.com/drain", "operator": "Exists", "tolerationSeconds": 3600},
+            ]
+        if roll < 0.04:
+            placement.pop("maxClusters", None)
+            placement["replicaScheduling"] = {
+                "type": "Weighted",
+                "weights": [  # a later, larger weight wins; an entry that matches nothing
+                    {"matchLabels": {"env": "prod"}, "weight": 1},
+                    {"cluster": rng.choice(names), "weight": 5},
+                    {"matchLabels": {"env": "nowhere"}, "weight": 9},
+                ],
+            }
+        elif roll < 0.06:
+            placement["replicaScheduling"] = {
+                "type": "Weighted",
+                "weights": [{"matchLabels": {"env": "nowhere"}, "weight": 2}],  # equal weights
+            }
+        elif roll < 0.08:
             placement.pop("maxClusters", None)
             placement["replicaScheduling"] = {
                 "type": "Weighted",
@@ -127,6 +170,10 @@ def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
             placement["maxClusters"] = rng.choice((1, 4, 8))
             placement["replicaScheduling"] = {"type": "Dynamic"}
             w["replicas"] = rng.choice((30, 60, 120))  # beyond what small clusters hold
+        elif roll < 0.28:
+            placement.pop("maxClusters", None)  # so that large ones spill onto several clusters
+            placement["replicaScheduling"] = {"type": "Aggregated"}
+            w["replicas"] = rng.choice((3, 30, 120))
     return snapshot_from_mapping(mapping)
 
 
@@ -139,3 +186,15 @@ def test_matches_reference_on_varied_policies(
     expected = reference_place(snapshot)
     monkeypatch.setattr(scheduler, "DIRECT_LIMIT", direct_limit)
     _compare(snapshot, expected)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_matches_reference_with_a_clock(seed: int) -> None:
+    """With ``now`` between the two drain times, half of the time-bounded tolerations ran out."""
+    snapshot = _varied(50, 500, seed)
+    now = datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
+    expected = reference_place(snapshot, now=now)
+    assert any(d.evict_at for d in expected)
+    assert any(d.division_note for d in expected)
+    assert any("ran out" in r for d in expected for rs in d.reasons.values() for r in rs)
+    _compare(snapshot, expected, now=now)

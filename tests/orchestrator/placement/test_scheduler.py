@@ -13,6 +13,7 @@ from orchestrator.placement import (
     DEFAULT_REGISTRY,
     FITS,
     Registry,
+    division,
     place,
     placement_to_json,
     scheduler,
@@ -282,13 +283,13 @@ def test_top_k_never_lists_a_cluster_twice(monkeypatch: pytest.MonkeyPatch) -> N
     assert decision.reasons == {"b": ("b is out",)}
 
 
-def test_weighted_with_no_weighted_cluster_says_so() -> None:
+def test_weighted_with_no_weighted_cluster_falls_back_to_equal_weights_and_says_so() -> None:
     snapshot = fleet(
         [cluster("a"), cluster("b")],
         [
             workload(
                 "w",
-                replicas=2,
+                replicas=3,
                 replicaScheduling={
                     "type": "Weighted",
                     "weights": [{"matchLabels": {"env": "x"}, "weight": 1}],
@@ -297,11 +298,11 @@ def test_weighted_with_no_weighted_cluster_says_so() -> None:
         ],
     )
     decision = place(snapshot).decision("default/w")
-    assert decision.unschedulable
-    assert decision.reasons == {
-        "a": ("no weight for this cluster in replicaScheduling.weights",),
-        "b": ("no weight for this cluster in replicaScheduling.weights",),
-    }
+    assert not decision.unschedulable
+    assert decision.replicas == {"a": 2, "b": 1}
+    assert decision.division_note == division.EQUAL_WEIGHTS_NOTE
+    shown: Any = placement_to_json(place(snapshot))
+    assert shown["decisions"][0]["divisionNote"] == division.EQUAL_WEIGHTS_NOTE
 
 
 def test_reasons_show_the_capacity_each_workload_saw() -> None:

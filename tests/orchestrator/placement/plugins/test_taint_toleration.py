@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from orchestrator.placement import place
+from orchestrator.placement import place, placement_to_json
+from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.plugins.taint_toleration import TaintToleration
 from tests.orchestrator.placement.fleet import cluster, fleet, single, workload
 
@@ -81,7 +83,28 @@ SOFT = {"key": "example.com/maintenance", "value": "disk", "effect": "PreferNoSc
             ],
             True,
             (),
-            id="tolerationSeconds counts as tolerated (placement has no clock)",
+            id="tolerationSeconds without timeAdded: tolerated",
+        ),
+        pytest.param(
+            [{"key": "example.com/sla", "value": "950", "effect": "NoSchedule"}],
+            [{"key": "example.com/sla", "operator": "Gt", "value": "900"}],
+            False,
+            (),
+            id="Gt: taint value above the threshold",
+        ),
+        pytest.param(
+            [{"key": "example.com/sla", "value": "850", "effect": "NoSchedule"}],
+            [{"key": "example.com/sla", "operator": "Gt", "value": "900"}],
+            False,
+            ("untolerated taint example.com/sla=850:NoSchedule",),
+            id="Gt: taint value below the threshold",
+        ),
+        pytest.param(
+            [{"key": "example.com/cost", "value": "high", "effect": "NoExecute"}],
+            [{"key": "example.com/cost", "operator": "Lt", "value": "10"}],
+            True,
+            ("untolerated taint example.com/cost=high:NoExecute",),
+            id="Lt: a taint value that is no integer is not matched",
         ),
     ],
 )
@@ -151,3 +174,73 @@ def test_prefer_no_schedule_only_lowers_the_score() -> None:
     result = place(snapshot)
     assert result.decision("default/one").replicas == {"a": 1}
     assert result.decision("default/only-b").replicas == {"b": 1}
+
+
+ADDED = "2026-12-02T10:00:00Z"
+T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+TIMED_DRAIN = {**DRAIN, "timeAdded": ADDED}
+FIVE_MINUTES = [{"key": DRAIN["key"], "operator": "Exists", "tolerationSeconds": 300}]
+
+
+@pytest.mark.parametrize(
+    ("now", "reasons"),
+    [
+        pytest.param(None, (), id="offline: tolerated"),
+        pytest.param(T0 + timedelta(seconds=299), (), id="within the grace period"),
+        pytest.param(
+            T0 + timedelta(seconds=300),
+            (
+                "untolerated taint example.com/decommission=:NoExecute "
+                "(tolerationSeconds 300 ran out at 2026-12-02T10:05:00Z)",
+            ),
+            id="grace period over",
+        ),
+    ],
+)
+def test_toleration_seconds_run_on_the_callers_clock(
+    now: datetime | None, reasons: tuple[str, ...]
+) -> None:
+    snapshot = fleet(
+        [cluster("c1", taints=[TIMED_DRAIN])],
+        [workload("w", clusters=["c1"], tolerations=FIVE_MINUTES)],
+    )
+    ctx = PlacementContext(snapshot, now=now)
+    assert PLUGIN.filter(ctx, snapshot.workloads[0], snapshot.cluster("c1")).reasons == reasons
+
+
+@pytest.mark.parametrize(
+    ("now", "replicas", "evict_at", "evicted"),
+    [
+        pytest.param(None, {"a": 1}, (("a", "2026-12-02T10:05:00Z"),), (), id="offline"),
+        pytest.param(
+            T0 + timedelta(minutes=1), {"a": 1}, (("a", "2026-12-02T10:05:00Z"),), (), id="early"
+        ),
+        pytest.param(T0 + timedelta(minutes=5), {"b": 1}, (), ("a",), id="late: evicted"),
+    ],
+)
+def test_decisions_say_when_eviction_happens(
+    now: datetime | None,
+    replicas: dict[str, int],
+    evict_at: tuple[tuple[str, str], ...],
+    evicted: tuple[str, ...],
+) -> None:
+    snapshot = fleet(
+        [cluster("a", taints=[TIMED_DRAIN]), cluster("b")],
+        [workload("w", clusters=["a"], maxClusters=1, tolerations=FIVE_MINUTES)],
+    )
+    result = place(snapshot, now=now)
+    decision = result.decision("default/w")
+    assert decision.replicas == replicas
+    assert decision.evict_at == evict_at
+    assert decision.evicted == evicted
+    shown: Any = placement_to_json(result)
+    assert shown["decisions"][0].get("evictAt", {}) == dict(evict_at)
+
+
+def test_eviction_without_time_added_says_how_long_after() -> None:
+    snapshot = fleet(
+        [cluster("a", taints=[DRAIN])],
+        [workload("w", clusters=["a"], tolerations=FIVE_MINUTES)],
+    )
+    decision = place(snapshot, now=T0).decision("default/w")
+    assert decision.evict_at == (("a", "300s after the taint was added (no timeAdded recorded)"),)

@@ -1,0 +1,124 @@
+"""deploy/rbac on the real kube-apiserver: the worker's ServiceAccount can do its job and nothing
+else. The calibration tests run their workers with this identity (so the role is proven
+sufficient there); this module proves it is not more than that: every write outside the role,
+and every Secret read outside a bound namespace, is refused with 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from orchestrator.kube import capi
+from orchestrator.kube.client import dynamic
+from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader
+from workflows.kube_backend import KubeFleetBackend
+
+pytestmark = pytest.mark.integration
+
+BOUND, UNBOUND = "calibrator-rbac-bound", "calibrator-rbac-unbound"
+
+
+@pytest.fixture(scope="module")
+def namespaces(mgmt: client.ApiClient) -> None:
+    core = client.CoreV1Api(mgmt)
+    for ns in (BOUND, UNBOUND):
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    grant_kubeconfig_reader(mgmt, BOUND)
+    secret = client.V1Secret(
+        metadata=client.V1ObjectMeta(name="x-kubeconfig"), string_data={"value": "not used"}
+    )
+    for ns in (BOUND, UNBOUND):
+        core.create_namespaced_secret(ns, secret)
+
+
+def test_the_token_authenticates_as_the_service_account(worker_identity: WorkerIdentity) -> None:
+    review = client.AuthenticationV1Api(worker_identity.client()).create_self_subject_review(
+        client.V1SelfSubjectReview()
+    )
+    assert review.status is not None and review.status.user_info is not None
+    assert review.status.user_info.username == worker_identity.user
+
+
+def _refused(call: Callable[[], Any]) -> None:
+    with pytest.raises(ApiException) as info:
+        call()
+    assert info.value.status == 403, info.value
+
+
+def test_writes_outside_the_role_are_refused(
+    worker_identity: WorkerIdentity, namespaces: None
+) -> None:
+    api = worker_identity.client()
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    cluster_group, cluster_version = capi.CLUSTER[0].split("/")
+    refused: dict[str, Callable[[], Any]] = {
+        "create a Secret": lambda: core.create_namespaced_secret(
+            BOUND, client.V1Secret(metadata=client.V1ObjectMeta(name="stolen"))
+        ),
+        "list Secrets where get is granted": lambda: core.list_namespaced_secret(BOUND),
+        "get a Secret where nothing is granted": lambda: core.read_namespaced_secret(
+            "x-kubeconfig", UNBOUND
+        ),
+        "label a Namespace": lambda: core.patch_namespace(
+            BOUND, {"metadata": {"labels": {"owned": "yes"}}}
+        ),
+        "delete a CAPI Cluster": lambda: custom.delete_namespaced_custom_object(
+            cluster_group, cluster_version, BOUND, "clusters", "any"
+        ),
+        "create a CAPI Cluster": lambda: custom.create_namespaced_custom_object(
+            cluster_group,
+            cluster_version,
+            BOUND,
+            "clusters",
+            {"apiVersion": capi.CLUSTER[0], "kind": "Cluster", "metadata": {"name": "rogue"}},
+        ),
+        "delete a PlacementDecision": lambda: custom.delete_namespaced_custom_object(
+            "calibrator.dev", "v1alpha1", BOUND, "placementdecisions", "any"
+        ),
+        "edit a FleetWorkload's spec": lambda: custom.patch_namespaced_custom_object(
+            "calibrator.dev", "v1alpha1", BOUND, "fleetworkloads", "any", {"spec": {}}
+        ),
+        "grant itself cluster-admin": lambda: rbac.create_cluster_role_binding(
+            client.V1ClusterRoleBinding(
+                metadata=client.V1ObjectMeta(name="escalate"),
+                role_ref=client.V1RoleRef(
+                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
+                ),
+                subjects=[
+                    client.RbacV1Subject(
+                        kind="User",
+                        name=worker_identity.user,
+                        api_group="rbac.authorization.k8s.io",
+                    )
+                ],
+            )
+        ),
+        "delete the CRDs": lambda: client.ApiextensionsV1Api(api).delete_custom_resource_definition(
+            "fleetworkloads.calibrator.dev"
+        ),
+    }
+    for what, call in refused.items():
+        try:
+            _refused(call)
+        except AssertionError as err:  # name the case: one message, not a bare traceback
+            raise AssertionError(f"not refused: {what}: {err}") from None
+
+
+def test_the_role_is_enough_for_an_inventory_and_a_kubeconfig_read(
+    worker_identity: WorkerIdentity, namespaces: None
+) -> None:
+    api = worker_identity.client()
+    inventory = asyncio.run(KubeFleetBackend(api, namespace=BOUND).inventory())
+    assert inventory.snapshot.clusters == ()
+    secret = client.CoreV1Api(api).read_namespaced_secret("x-kubeconfig", BOUND)
+    assert secret.metadata is not None and secret.metadata.name == "x-kubeconfig"
+    # The dynamic client's discovery works under the role too (what the backend builds on).
+    assert dynamic(api).resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
