@@ -192,9 +192,7 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
     con.print(table)
     if plan.unchecked:
         # A cluster without a plan was not checked: list it with the reason, never call it clean.
-        skipped = Table(title="Not checked: no plan for these clusters")
-        skipped.add_column("Cluster")
-        skipped.add_column("Reason")
+        skipped = new_table("Not checked: no plan for these clusters", ("Cluster", "Reason"))
         for name in plan.unchecked:
             skipped.add_row(name, "; ".join(plan.plan_for(name).reasons))
         con.print(skipped)
