@@ -276,7 +276,11 @@ class CalibrationActivities:
             inv = await self._backend.inventory(input.clusters)
         except NotFoundError as err:
             raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
-        return InventoryResult(snapshot_to_mapping(inv.snapshot), dict(inv.namespaces))
+        for name, reason in sorted(inv.skipped.items()):
+            activity.logger.warning("cluster %s skipped: %s", name, reason)
+        return InventoryResult(
+            snapshot_to_mapping(inv.snapshot), dict(inv.namespaces), dict(inv.skipped)
+        )
 
     @activity.defn(name="plan")
     async def plan(self, input: PlanInput) -> FleetPlan:

@@ -54,6 +54,8 @@ class Inventory:
 
     snapshot: FleetSnapshot
     namespaces: Mapping[str, str] = field(default_factory=dict)
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Clusters left out because their CAPI objects are malformed: name -> reason."""
 
 
 class FleetBackend(Protocol):

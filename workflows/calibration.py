@@ -98,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         WaitWorkersInput,
         WindowPlan,
     )
+    from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
 
 UPGRADING_EFFECT: TaintEffect = "NoSchedule"
 MIN_TIMER = timedelta(seconds=1)
@@ -226,6 +227,7 @@ class ClusterUpgrade:
     @workflow.run
     async def run(self, input: ClusterUpgradeInput) -> ClusterProgress:
         """Run the cluster's upgrade; returns its final progress (also reported to the parent)."""
+        validate_cluster_upgrade_input(input)  # started by any client: check first
         plan = input.plan
         await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
         if not await self._guarded("preflight", self._preflight):
@@ -570,6 +572,7 @@ class FleetCalibration:
         self._approved: set[str] = set()
         self._pause_reason = ""
         self._clusters: dict[str, ClusterProgress] = {}
+        self._skipped: dict[str, str] = {}  # clusters the inventory could not read: reason
         self._stages: list[StageProgress] = []
         if checkpoint is not None:
             self._plan = checkpoint.plan
@@ -820,6 +823,7 @@ class FleetCalibration:
     @workflow.run
     async def run(self, input: CalibrationInput) -> CalibrationProgress:
         """Plan (once), run the stages, then settle every cluster and report the outcome."""
+        validate_calibration_input(input)  # started by any client: check first
         if self._plan is None:
             self._touch()
             self._plan = await self._make_plan(input)
@@ -859,6 +863,7 @@ class FleetCalibration:
                     CalibrationActivities.inventory, InventoryInput(), **opts
                 )
                 snapshot, namespaces = inv.snapshot, inv.namespaces
+                self._skipped = dict(inv.skipped)
             return await workflow.execute_activity_method(
                 CalibrationActivities.plan,
                 PlanInput(
@@ -905,6 +910,16 @@ class FleetCalibration:
                 window="" if cplan.window is None else cplan.window.description,
                 steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps),
                 reasons=cplan.reasons,
+            )
+        for name, reason in sorted(self._skipped.items()):  # shown, never touched
+            self._clusters.setdefault(
+                name,
+                ClusterProgress(
+                    name=name,
+                    state=ClusterState.SKIPPED,
+                    message=f"skipped: {reason}",
+                    reasons=(reason,),
+                ),
             )
         self._stages = [
             StageProgress(

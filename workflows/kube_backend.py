@@ -121,6 +121,30 @@ def _status_code(err: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _checked_version(version: object, what: str) -> None:
+    """InputError unless ``version`` parses (the reason names the object)."""
+    try:
+        KubeVersion.parse(version)
+    except InputError as err:
+        raise InputError(f"{what}: {err}") from None
+
+
+def _parseable(versions: set[str]) -> list[str]:
+    """ClusterClass versions that parse; a foreign typo must not hide the whole fleet."""
+    out = []
+    for version in versions:
+        try:
+            KubeVersion.parse(version)
+        except InputError:
+            continue
+        out.append(version)
+    return out
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
@@ -459,6 +483,52 @@ class KubeFleetBackend:
         except fleetapi.ApiMissingError as err:
             raise NotFoundError(str(err)) from None
 
+    def _cluster_entry(
+        self,
+        c: Mapping[str, Any],
+        kcp: Mapping[str, Any],
+        mds: Sequence[Mapping[str, Any]],
+        cns: str,
+    ) -> dict[str, Any]:
+        """One cluster in snapshot form; InputError/ValueError name what is malformed."""
+        name = str(_meta(c)["name"])
+        topo = self._topology(c)
+        kcp_spec = kcp.get("spec") or {}
+        cp_version = topo["version"] if topo else kcp_spec.get("version")
+        if not isinstance(cp_version, str) or not cp_version:
+            raise InputError("the control plane declares no Kubernetes version")
+        _checked_version(cp_version, "control plane")
+        labels = {
+            k: v
+            for k, v in (_meta(c).get("labels") or {}).items()
+            if not k.startswith(("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/"))
+        }
+        pools: list[dict[str, Any]] = []
+        for md in sorted(mds, key=lambda o: str(_meta(o)["name"])):
+            md_name = str(_meta(md)["name"])
+            version = self._pool_declared(c, md)
+            _checked_version(version, f"MachineDeployment {md_name}")
+            pools.append(
+                {
+                    "name": md_name,
+                    "version": version,
+                    "replicas": int((md.get("spec") or {}).get("replicas", 1)),
+                }
+            )
+        entry: dict[str, Any] = {
+            "name": name,
+            "labels": labels,
+            "controlPlane": {"version": cp_version, "replicas": int(kcp_spec.get("replicas", 1))},
+            "machineDeployments": pools,
+            "taints": [
+                t.to_json()
+                for t in decode_taints(_annotations(c).get(TAINTS_ANNOTATION), f"{cns}/{name}")
+            ],
+        }
+        if not topo:
+            entry["topology"] = False
+        return entry
+
     def _inventory(self, names: Sequence[str]) -> Inventory:
         ns = self._namespace
         classes = self._list(CLUSTER_CLASS, ns)
@@ -492,6 +562,7 @@ class KubeFleetBackend:
 
         entries: list[dict[str, Any]] = []
         namespaces: dict[str, str] = {}
+        skipped: dict[str, str] = {}
         for c in sorted(clusters, key=lambda o: str(_meta(o).get("name"))):
             name = str(_meta(c)["name"])
             cns = str(_meta(c)["namespace"])
@@ -501,38 +572,12 @@ class KubeFleetBackend:
             kcp = kcps.get((cns, ref.get("name")))
             if kcp is None:
                 continue  # not provisioned far enough to be calibrated
-            topo = self._topology(c)
-            kcp_spec = kcp.get("spec") or {}
-            cp_version = str(topo["version"]) if topo else str(kcp_spec.get("version"))
-            labels = {
-                k: v
-                for k, v in (_meta(c).get("labels") or {}).items()
-                if not k.startswith(("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/"))
-            }
-            entry: dict[str, Any] = {
-                "name": name,
-                "labels": labels,
-                "controlPlane": {
-                    "version": cp_version,
-                    "replicas": int(kcp_spec.get("replicas", 1)),
-                },
-                "machineDeployments": [
-                    {
-                        "name": str(_meta(md)["name"]),
-                        "version": self._pool_declared(c, md),
-                        "replicas": int((md.get("spec") or {}).get("replicas", 1)),
-                    }
-                    for md in sorted(
-                        mds_by_cluster.get((cns, name), []), key=lambda o: str(_meta(o)["name"])
-                    )
-                ],
-                "taints": [
-                    t.to_json()
-                    for t in decode_taints(_annotations(c).get(TAINTS_ANNOTATION), f"{cns}/{name}")
-                ],
-            }
-            if not topo:
-                entry["topology"] = False
+            try:
+                entry = self._cluster_entry(c, kcp, mds_by_cluster.get((cns, name), []), cns)
+            except (InputError, TypeError, ValueError) as err:
+                # A malformed object is one cluster's problem, not the fleet's: skip it, say why.
+                skipped[name] = _short(str(err))
+                continue
             entries.append(entry)
             namespaces[name] = cns
         workloads = []
@@ -542,7 +587,7 @@ class KubeFleetBackend:
             if placement and placement.get("clusters"):
                 placement["clusters"] = [n for n in placement["clusters"] if n in namespaces]
             workloads.append(entry)
-        ordered = sorted(versions, key=KubeVersion.parse)
+        ordered = sorted(_parseable(versions), key=KubeVersion.parse)
         try:
             snapshot = snapshot_from_mapping(
                 {
@@ -567,7 +612,8 @@ class KubeFleetBackend:
                 snapshot, clusters=tuple(c for c in snapshot.clusters if c.name in keep)
             )
             namespaces = {n: namespaces[n] for n in names}
-        return Inventory(snapshot, namespaces)
+            skipped = {n: r for n, r in skipped.items() if n in keep}
+        return Inventory(snapshot, namespaces, skipped)
 
     # ------------------------------------------------------------------ writes (sync)
 

@@ -268,6 +268,7 @@ class InventoryResult:
 
     snapshot: dict[str, Any]
     namespaces: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # malformed clusters: name -> reason
 
 
 @dataclass(frozen=True)

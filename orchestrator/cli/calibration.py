@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -161,6 +160,7 @@ def register(app: typer.Typer) -> None:
         output: OutputOpt = Format.table,
     ) -> None:
         """Start a FleetCalibration (a worker must be running)."""
+        from orchestrator.cli.files import clip_message
         from orchestrator.domain.errors import InputError
         from orchestrator.domain.versions import KubeVersion
         from workflows.client import start_calibration
@@ -173,13 +173,18 @@ def register(app: typer.Typer) -> None:
 
                 parse_selector_string(selector)
         except InputError as err:
-            fail(str(err))
+            fail(clip_message(str(err)))
         strat = None
         if strategy is not None:
+            from orchestrator.cli.files import clip_message, read_document
+            from orchestrator.domain.documents import load_document
+            from orchestrator.domain.waves import strategy_from_mapping
+
             try:
-                strat = yaml.safe_load(strategy.read_text())
-            except (OSError, yaml.YAMLError) as err:
-                fail(f"cannot read strategy file {str(strategy)!r}: {err}")
+                strat = load_document(read_document(strategy, "strategy"), "strategy")
+                strategy_from_mapping(strat)
+            except InputError as err:
+                fail(clip_message(str(err)))
 
         async def main() -> dict[str, Any]:
             client = await _client(address, temporal_namespace)
@@ -188,7 +193,7 @@ def register(app: typer.Typer) -> None:
                     client, CalibrationInput(target=target, strategy=strat, selector=selector)
                 )
             except InputError as err:
-                fail(str(err))
+                fail(clip_message(str(err)))
             if not wait:
                 return {"calibrationId": handle.id, "target": target}
             return await follow(client, handle.id)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
+from orchestrator.cli.files import clip_message
 from orchestrator.cli.output import Format, emit, fail
 
 if TYPE_CHECKING:
@@ -75,18 +76,16 @@ def input_errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except InputError as err:
-            fail(str(err))
+            fail(clip_message(str(err)))
 
     return wrapper
 
 
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        fail(f"{what} file {str(path)!r} does not exist")
-    except (OSError, UnicodeDecodeError) as err:
-        fail(f"cannot read {what} file {str(path)!r}: {err}")
+def _read(path: Path, what: str) -> bytes:
+    """The file's bytes, refusing it past ``MAX_DOCUMENT_BYTES`` without reading further."""
+    from orchestrator.cli.files import read_document
+
+    return read_document(path, what)
 
 
 def _snapshot(path: Path) -> FleetSnapshot:

@@ -4,22 +4,37 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 
+MAX_DURATION_SECONDS = 366 * 86_400
+"""Longest duration accepted (366 days): a workflow adds durations to its clock, and
+``99999999999999999999d`` would overflow ``datetime`` there instead of failing here."""
+_MAX_TEXT = 32
 _PART = re.compile(r"(\d+)(d|h|m|s)")
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_duration(raw: object, where: str = "duration") -> int:
-    """Seconds in ``raw``; a bare integer means seconds. Rejects anything else with one message."""
+    """Seconds in ``raw``; a bare integer means seconds. Rejects anything else with one message.
+
+    Durations are bounded by ``MAX_DURATION_SECONDS``.
+    """
+    total = _parse(raw, where)
+    if total > MAX_DURATION_SECONDS:
+        raise InputError(f"{where}: duration {quote(raw)} is longer than the limit of 366d")
+    return total
+
+
+def _parse(raw: object, where: str) -> int:
     if isinstance(raw, bool):
-        raise InputError(f"{where}: invalid duration {raw!r}")
+        raise InputError(f"{where}: invalid duration {quote(raw)}")
     if isinstance(raw, int):
         if raw < 0:
             raise InputError(f"{where}: duration must not be negative")
         return raw
-    if not isinstance(raw, str) or not raw.strip():
-        raise InputError(f"{where}: invalid duration {raw!r}: expected e.g. 30m, 1h30m, 7d")
+    if not isinstance(raw, str) or not raw.strip() or len(raw) > _MAX_TEXT:
+        raise InputError(f"{where}: invalid duration {quote(raw)}: expected e.g. 30m, 1h30m, 7d")
     text = raw.strip()
     if text == "0":
         return 0
@@ -31,7 +46,7 @@ def parse_duration(raw: object, where: str = "duration") -> int:
         total += int(match.group(1)) * _UNIT[match.group(2)]
         pos = match.end()
     if pos != len(text):
-        raise InputError(f"{where}: invalid duration {raw!r}: expected e.g. 30m, 1h30m, 7d")
+        raise InputError(f"{where}: invalid duration {quote(raw)}: expected e.g. 30m, 1h30m, 7d")
     return total
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -107,9 +108,14 @@ def selector_from_mapping(raw: object, where: str) -> LabelSelector:
         here = f"{where}.matchExpressions[{i}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
             raise InputError(f"{here}: needs a string 'key'")
+        extra = [k for k in item if k not in ("key", "operator", "values")]
+        if extra:
+            raise InputError(f"{here}: unknown field(s) {', '.join(quote(k, 40) for k in extra)}")
         op = item.get("operator")
         if op not in _OPERATORS:
-            raise InputError(f"{here}: operator must be one of {', '.join(_OPERATORS)}, got {op!r}")
+            raise InputError(
+                f"{here}: operator must be one of {', '.join(_OPERATORS)}, got {quote(op)}"
+            )
         values = item.get("values") or []
         if not isinstance(values, list):
             raise InputError(f"{here}.values: must be a list")
@@ -127,15 +133,22 @@ def selector_from_mapping(raw: object, where: str) -> LabelSelector:
 
 def _label_value(value: object, where: str) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-        raise InputError(f"{where}: label values must be strings, got {value!r}")
+        raise InputError(f"{where}: label values must be strings, got {quote(value)}")
     return str(value)
 
 
 _TERM = re.compile(r"^\s*(!?)([A-Za-z0-9./_-]+)\s*(?:(==|=|!=|\s+in\s+|\s+notin\s+)\s*(.*?))?\s*$")
 
 
+MAX_SELECTOR_LENGTH = 4096
+
+
 def parse_selector_string(text: str) -> LabelSelector:
     """Parse kubectl's ``-l`` syntax: ``env=prod,region in (eu,us),!legacy``."""
+    if len(text) > MAX_SELECTOR_LENGTH:
+        raise InputError(
+            f"invalid label selector {quote(text)}: longer than {MAX_SELECTOR_LENGTH} characters"
+        )
     terms: list[str] = []
     depth = 0
     current = ""
@@ -156,12 +169,16 @@ def parse_selector_string(text: str) -> LabelSelector:
     for term in terms:
         match = _TERM.match(term)
         if not match:
-            raise InputError(f"invalid label selector {text!r}: cannot parse {term.strip()!r}")
+            raise InputError(
+                f"invalid label selector {quote(text)}: cannot parse {quote(term.strip())}"
+            )
         neg, key, op, rest = match.groups()
         op = (op or "").strip()
         if neg:
             if op:
-                raise InputError(f"invalid label selector {text!r}: '!' only negates a bare key")
+                raise InputError(
+                    f"invalid label selector {quote(text)}: '!' only negates a bare key"
+                )
             exprs.append(Requirement(key, "DoesNotExist"))
         elif not op:
             exprs.append(Requirement(key, "Exists"))
@@ -171,9 +188,9 @@ def parse_selector_string(text: str) -> LabelSelector:
             exprs.append(Requirement(key, "NotIn", (rest,)))
         else:
             if not (rest.startswith("(") and rest.endswith(")")):
-                raise InputError(f"invalid label selector {text!r}: '{op}' needs a (list)")
+                raise InputError(f"invalid label selector {quote(text)}: '{op}' needs a (list)")
             values = tuple(v.strip() for v in rest[1:-1].split(",") if v.strip())
             if not values:
-                raise InputError(f"invalid label selector {text!r}: empty value list")
+                raise InputError(f"invalid label selector {quote(text)}: empty value list")
             exprs.append(Requirement(key, "In" if op == "in" else "NotIn", values))
     return LabelSelector(tuple(sorted(labels)), tuple(exprs))

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Literal, TypeVar, cast
 
 import yaml
 
+from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.quantity import (
     format_cpu,
@@ -38,6 +40,15 @@ API_VERSION = "calibrator.dev/v1alpha1"
 KIND = "FleetSnapshot"
 REGION_LABELS = ("region", "topology.kubernetes.io/region")
 
+# Bounds of snapshot values (docs/api.md "Limits"): far above any real fleet, low enough that
+# sums and products stay exact and that no later arithmetic (timers, division) can overflow.
+MAX_NAME_LENGTH = 253  # a Kubernetes object name (DNS subdomain)
+MAX_VERSION_LENGTH = 64
+MAX_REPLICAS = 1_000_000
+MAX_WEIGHT = 1_000_000
+MAX_RTT_MS = 3_600_000.0  # one hour
+MAX_TOLERATION_SECONDS = 366 * 86_400
+
 
 class SnapshotError(InputError):
     """A snapshot that cannot be used; the message names the field."""
@@ -55,13 +66,15 @@ class ApiRef:
     def parse(text: object) -> ApiRef:
         """Parse ``batch/v1beta1/CronJob`` or ``v1/ConfigMap``."""
         if not isinstance(text, str):
-            raise InputError(f"invalid API {text!r}: expected group/version/Kind")
+            raise InputError(f"invalid API {quote(text)}: expected group/version/Kind")
         parts = text.strip().split("/")
         if len(parts) == 2 and all(parts):
             return ApiRef("", parts[0], parts[1])
         if len(parts) == 3 and all(parts):
             return ApiRef(parts[0], parts[1], parts[2])
-        raise InputError(f"invalid API {text!r}: expected group/version/Kind (v1/Kind for core)")
+        raise InputError(
+            f"invalid API {quote(text)}: expected group/version/Kind (v1/Kind for core)"
+        )
 
     @property
     def group_version(self) -> str:
@@ -266,7 +279,7 @@ class FleetSnapshot:
         for cluster in self.clusters:
             if cluster.name == name:
                 return cluster
-        raise InputError(f"unknown cluster {name!r}")
+        raise InputError(f"unknown cluster {quote(name)}")
 
     def cluster_names(self) -> tuple[str, ...]:
         """Cluster names in snapshot order."""
@@ -300,23 +313,39 @@ def _required(raw: Mapping[str, Any], key: str, where: str) -> Any:
 
 def _name(raw: object, where: str) -> str:
     if not isinstance(raw, str) or not raw.strip():
-        raise SnapshotError(f"{where}: must be a non-empty string")
+        raise SnapshotError(f"{where}: must be a non-empty string, got {quote(raw)}")
+    if len(raw) > MAX_NAME_LENGTH:
+        raise SnapshotError(f"{where}: longer than {MAX_NAME_LENGTH} characters: {quote(raw)}")
     return raw
 
 
-def _int(raw: object, where: str, minimum: int = 0) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
-        raise SnapshotError(f"{where}: must be an integer >= {minimum}, got {raw!r}")
+def _int(raw: object, where: str, minimum: int = 0, maximum: int = MAX_REPLICAS) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not minimum <= raw <= maximum:
+        raise SnapshotError(
+            f"{where}: must be an integer from {minimum} to {maximum:,}, got {quote(raw)}"
+        )
     return raw
 
 
-def _number(raw: object, where: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
-        raise SnapshotError(f"{where}: must be a non-negative number, got {raw!r}")
+def _number(raw: object, where: str, maximum: float = MAX_RTT_MS) -> float:
+    # ``not 0 <= raw <= maximum`` is also true for NaN, so NaN and infinities fail here too.
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= maximum:
+        raise SnapshotError(f"{where}: must be a number from 0 to {maximum:,.0f}, got {quote(raw)}")
     return float(raw)
 
 
+def _bool(raw: object, where: str) -> bool:
+    """A real boolean: ``'false'`` is a string and must not read as True."""
+    if not isinstance(raw, bool):
+        raise SnapshotError(f"{where}: must be true or false, got {quote(raw)}")
+    return raw
+
+
 def _version(raw: object, where: str) -> KubeVersion:
+    if not isinstance(raw, str) or len(raw) > MAX_VERSION_LENGTH:
+        raise SnapshotError(
+            f"{where}: invalid Kubernetes version {quote(raw)}: expected a string like v1.31.1"
+        )
     try:
         return KubeVersion.parse(raw)
     except VersionError as err:
@@ -330,6 +359,7 @@ def _wrap(where: str, err: InputError) -> SnapshotError:
 
 def _resources(raw: object, where: str) -> Resources:
     data = _mapping(raw, where)
+    _check_fields(data, {"cpu", "memory"}, where)
     try:
         cpu = parse_cpu_milli(data.get("cpu", 0))
         memory = parse_memory_bytes(data.get("memory", 0))
@@ -342,16 +372,25 @@ def _labels(raw: object, where: str) -> dict[str, str]:
     data = _mapping(raw or {}, where)
     out: dict[str, str] = {}
     for key, value in data.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
+            raise SnapshotError(f"{where}: invalid label key {quote(key)}")
         if isinstance(value, bool) or value is None or isinstance(value, list | dict):
-            raise SnapshotError(f"{where}.{key}: label values must be strings, got {value!r}")
-        out[str(key)] = str(value)
+            raise SnapshotError(f"{where}.{key}: label values must be strings, got {quote(value)}")
+        text = str(value) if not isinstance(value, str) else value
+        if len(text) > MAX_NAME_LENGTH:
+            raise SnapshotError(
+                f"{where}.{key}: label value longer than {MAX_NAME_LENGTH} characters"
+            )
+        out[key] = text
     return out
 
 
 def _check_fields(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = set(data) - allowed
+    if len(data) <= len(allowed) and all(key in allowed for key in data):
+        return
+    unknown = [key for key in data if key not in allowed]
     if unknown:
-        names = ", ".join(sorted(map(str, unknown)))
+        names = ", ".join(key[:40] if isinstance(key, str) else quote(key) for key in unknown[:5])
         raise SnapshotError(
             f"{where}: unknown field(s) {names} (allowed: {', '.join(sorted(allowed))})"
         )
@@ -375,6 +414,7 @@ def _cluster(raw: object, where: str) -> Cluster:
     )
     name = _name(_required(data, "name", where), f"{where}.name")
     cp_raw = _mapping(_required(data, "controlPlane", where), f"{where}.controlPlane")
+    _check_fields(cp_raw, {"version", "replicas"}, f"{where}.controlPlane")
     control_plane = ControlPlaneState(
         _version(
             _required(cp_raw, "version", f"{where}.controlPlane"), f"{where}.controlPlane.version"
@@ -387,6 +427,7 @@ def _cluster(raw: object, where: str) -> Cluster:
     ):
         here = f"{where}.machineDeployments[{i}]"
         md = _mapping(md_raw, here)
+        _check_fields(md, {"name", "version", "replicas"}, here)
         mds.append(
             MachineDeploymentState(
                 _name(_required(md, "name", here), f"{here}.name"),
@@ -398,20 +439,31 @@ def _cluster(raw: object, where: str) -> Cluster:
     if len(seen) != len(mds):
         raise SnapshotError(f"{where}.machineDeployments: duplicate MachineDeployment names")
     taints: list[Taint] = []
+    taint_ids: set[tuple[str, str]] = set()
     for i, t_raw in enumerate(_list(data.get("taints"), f"{where}.taints")):
+        here = f"{where}.taints[{i}]"
+        t_map = _mapping(t_raw, here)
+        _check_fields(t_map, {"key", "value", "effect", "timeAdded"}, here)
+        added = t_map.get("timeAdded")
+        if added is not None and not isinstance(added, str | date):  # YAML reads times as dates
+            raise SnapshotError(f"{here}.timeAdded: must be an RFC 3339 time, got {quote(added)}")
         try:
-            taints.append(taint_from_mapping(t_raw, f"{where}.taints[{i}]"))
+            taint = taint_from_mapping(t_raw, here)
         except InputError as err:
-            raise _wrap(f"{where}.taints[{i}]", err) from None
+            raise _wrap(here, err) from None
+        if (taint.key, taint.effect) in taint_ids:
+            raise SnapshotError(
+                f"{here}: duplicate taint {quote(taint.key)} with effect {taint.effect}"
+            )
+        taint_ids.add((taint.key, taint.effect))
+        taints.append(taint)
     capacity = _resources(data["capacity"], f"{where}.capacity") if data.get("capacity") else None
     allocated = (
         _resources(data["allocated"], f"{where}.allocated")
         if data.get("allocated")
         else Resources()
     )
-    topology = data.get("topology", True)
-    if not isinstance(topology, bool):
-        raise SnapshotError(f"{where}.topology: must be true or false")
+    topology = _bool(data.get("topology", True), f"{where}.topology")
     return Cluster(
         name=name,
         control_plane=control_plane,
@@ -446,8 +498,8 @@ def _affinity(raw: object, where: str) -> ClusterAffinity:
         _name(n, f"{where}.exclude[{i}]")
         for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
     )
-    label = data.get("name", "")
-    return ClusterAffinity(selector, names, exclude, str(label))
+    label = _name(data["name"], f"{where}.name") if "name" in data else ""
+    return ClusterAffinity(selector, names, exclude, label)
 
 
 def _toleration(raw: object, where: str) -> Toleration:
@@ -482,7 +534,9 @@ def _toleration(raw: object, where: str) -> Toleration:
         operator=cast(Operator, operator),
         value=str(value),
         effect=effect,
-        toleration_seconds=None if seconds is None else _int(seconds, f"{where}.tolerationSeconds"),
+        toleration_seconds=None
+        if seconds is None
+        else _int(seconds, f"{where}.tolerationSeconds", maximum=MAX_TOLERATION_SECONDS),
     )
 
 
@@ -494,7 +548,7 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     kind = data.get("type", "Duplicated")
     if kind not in DIVISION_TYPES:
         raise SnapshotError(
-            f"{where}.type: must be one of {', '.join(DIVISION_TYPES)}, got {kind!r}"
+            f"{where}.type: must be one of {', '.join(DIVISION_TYPES)}, got {quote(kind)}"
         )
     weights: list[StaticWeight] = []
     for i, w_raw in enumerate(_list(data.get("weights"), f"{where}.weights")):
@@ -516,7 +570,7 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
             raise SnapshotError(f"{here}: maxReplicas {max_r} is below minReplicas {min_r}")
         weights.append(
             StaticWeight(
-                weight=_int(w.get("weight", 1), f"{here}.weight"),
+                weight=_int(w.get("weight", 1), f"{here}.weight", maximum=MAX_WEIGHT),
                 cluster=_name(w["cluster"], f"{here}.cluster") if "cluster" in w else None,
                 selector=selector,
                 min_replicas=min_r,
@@ -640,10 +694,10 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
     )
     if data.get("apiVersion", API_VERSION) != API_VERSION:
         raise SnapshotError(
-            f"snapshot.apiVersion: expected {API_VERSION}, got {data.get('apiVersion')!r}"
+            f"snapshot.apiVersion: expected {API_VERSION}, got {quote(data.get('apiVersion'))}"
         )
     if data.get("kind", KIND) != KIND:
-        raise SnapshotError(f"snapshot.kind: expected {KIND}, got {data.get('kind')!r}")
+        raise SnapshotError(f"snapshot.kind: expected {KIND}, got {quote(data.get('kind'))}")
     versions = tuple(
         _version(v, f"availableVersions[{i}]")
         for i, v in enumerate(_list(data.get("availableVersions"), "availableVersions"))
@@ -655,19 +709,17 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
         for i, c in enumerate(_list(_required(data, "clusters", "snapshot"), "clusters"))
     )
     names = [c.name for c in clusters]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise SnapshotError(f"clusters: duplicate cluster name(s) {', '.join(duplicates)}")
     known = set(names)
+    if len(known) != len(names):
+        raise SnapshotError(f"clusters: duplicate cluster name(s) {_duplicates(names)}")
     pool: dict[Any, Any] = {}
     workloads = tuple(
         _workload(w, f"workloads[{i}]", pool)
         for i, w in enumerate(_list(data.get("workloads"), "workloads"))
     )
     keys = [w.key for w in workloads]
-    dup_w = sorted({k for k in keys if keys.count(k) > 1})
-    if dup_w:
-        raise SnapshotError(f"workloads: duplicate workload(s) {', '.join(dup_w)}")
+    if len(set(keys)) != len(keys):
+        raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
     for i, workload in enumerate(workloads):
         where = f"workloads[{i}] ({workload.key}).placement"
         _check_cluster_refs(workload.placement, known, where)
@@ -680,11 +732,24 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
         target = _name(_required(link, "to", here), f"{here}.to")
         for end in (source, target):
             if end not in known:
-                raise SnapshotError(f"{here}: unknown cluster {end!r}")
+                raise SnapshotError(f"{here}: unknown cluster {quote(end)}")
         links.append(
             NetworkLink(source, target, _number(_required(link, "rttMs", here), f"{here}.rttMs"))
         )
     return FleetSnapshot(versions, clusters, workloads, tuple(links))
+
+
+def _duplicates(names: Sequence[str], shown: int = 5) -> str:
+    """The repeated names, sorted, at most ``shown`` of them (one linear pass)."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for name in names:
+        if name in seen:
+            repeated.add(name)
+        seen.add(name)
+    ordered = sorted(repeated)
+    text = ", ".join(quote(n, 40) for n in ordered[:shown])
+    return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
 
 
 def _check_cluster_refs(policy: PlacementPolicy, known: set[str], where: str) -> None:
@@ -700,18 +765,15 @@ def _check_cluster_refs(policy: PlacementPolicy, known: set[str], where: str) ->
         refs.append((policy.max_latency.to_cluster, f"{where}.maxLatency.cluster"))
     for name, here in refs:
         if name not in known:
-            raise SnapshotError(f"{here}: unknown cluster {name!r}")
+            raise SnapshotError(f"{here}: unknown cluster {quote(name)}")
 
 
-def load_snapshot(text: str) -> FleetSnapshot:
-    """Parse YAML (or JSON) text into a validated snapshot."""
+def load_snapshot(text: str | bytes) -> FleetSnapshot:
+    """Parse YAML (or JSON) text into a validated snapshot (``documents.load_document`` rules)."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "unparseable"
-        raise SnapshotError(f"snapshot is not valid YAML{where}: {problem}") from None
+        raw = load_document(text, "snapshot")
+    except InputError as err:
+        raise SnapshotError(str(err)) from None
     if raw is None:
         raise SnapshotError("snapshot is empty")
     return snapshot_from_mapping(raw)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -172,7 +173,9 @@ def parse_effect(raw: object, where: str) -> Effect:
     for effect in EFFECTS:
         if raw == effect:
             return effect
-    raise InputError(f"{where}: invalid taint effect {raw!r}: expected one of {', '.join(EFFECTS)}")
+    raise InputError(
+        f"{where}: invalid taint effect {quote(raw)}: expected one of {', '.join(EFFECTS)}"
+    )
 
 
 def untolerated(

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import yaml
-
+from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.durations import format_duration, parse_duration
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
@@ -254,6 +253,13 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
 # ------------------------------------------------------------------------------------------
 
 
+API_VERSION = "calibrator.dev/v1alpha1"
+KIND = "CalibrationStrategy"
+MAX_CONCURRENCY = 10_000
+MAX_FAILURES = 1_000_000
+MAX_NAME_LENGTH = 253
+
+
 def _selector(raw: object, where: str) -> LabelSelector:
     try:
         return selector_from_mapping(raw, where)
@@ -261,9 +267,42 @@ def _selector(raw: object, where: str) -> LabelSelector:
         raise StrategyError(str(err)) from None
 
 
-def _positive(raw: object, where: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise StrategyError(f"{where}: must be an integer >= 1, got {raw!r}")
+def _fields(raw: object, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
+    """``raw`` as a mapping with only ``allowed`` keys.
+
+    A misspelt ``approvel`` must not silently drop an approval gate.
+    """
+    if not isinstance(raw, Mapping):
+        raise StrategyError(f"{where}: expected a mapping, got {quote(raw)}")
+    unknown = [key for key in raw if key not in allowed]
+    if unknown:
+        names = ", ".join(key[:40] if isinstance(key, str) else quote(key) for key in unknown[:5])
+        raise StrategyError(
+            f"{where}: unknown field(s) {names} (allowed: {', '.join(sorted(allowed))})"
+        )
+    return raw
+
+
+def _bool(raw: object, where: str) -> bool:
+    """A real boolean: ``approval: 'false'`` is a string, and must not turn a gate on."""
+    if not isinstance(raw, bool):
+        raise StrategyError(f"{where}: must be true or false, got {quote(raw)}")
+    return raw
+
+
+def _count(raw: object, where: str, minimum: int, maximum: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not minimum <= raw <= maximum:
+        raise StrategyError(
+            f"{where}: must be an integer from {minimum} to {maximum:,}, got {quote(raw)}"
+        )
+    return raw
+
+
+def _name(raw: object, where: str) -> str:
+    if not isinstance(raw, str) or not raw.strip() or len(raw) > MAX_NAME_LENGTH:
+        raise StrategyError(
+            f"{where}: needs a 'name' of 1 to {MAX_NAME_LENGTH} characters, got {quote(raw)}"
+        )
     return raw
 
 
@@ -275,116 +314,115 @@ def _seconds(raw: object, where: str) -> int:
 
 
 def _window(raw: object, where: str) -> MaintenanceWindow:
-    if not isinstance(raw, Mapping):
-        raise StrategyError(f"{where}: expected a mapping")
-    data: Mapping[str, Any] = raw
+    data = _fields(raw, ("selector", "days", "start", "duration"), where)
     days_raw = data.get("days") or list(DAYS)
     if not isinstance(days_raw, list) or not days_raw:
         raise StrategyError(f"{where}.days: expected a list like [Sat, Sun]")
     days: list[int] = []
     for d in days_raw:
-        if d not in DAYS:
-            raise StrategyError(f"{where}.days: unknown day {d!r} (use {', '.join(DAYS)})")
+        if not isinstance(d, str) or d not in DAYS:
+            raise StrategyError(f"{where}.days: unknown day {quote(d)} (use {', '.join(DAYS)})")
+        if DAYS.index(d) in days:
+            raise StrategyError(f"{where}.days: {d} is listed twice")
         days.append(DAYS.index(d))
     start = data.get("start")
-    if not isinstance(start, str) or len(start.split(":")) != 2:
-        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {start!r}")
+    if not isinstance(start, str) or len(start) > 5 or len(start.split(":")) != 2:
+        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {quote(start)}")
     hh, mm = start.split(":")
     if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
-        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {start!r}")
+        raise StrategyError(f"{where}.start: expected HH:MM (UTC), got {quote(start)}")
     duration = _seconds(data.get("duration"), f"{where}.duration")
     if not 0 < duration <= 7 * 86400:
         raise StrategyError(f"{where}.duration: must be between 1s and 7d")
     return MaintenanceWindow(
         _selector(data.get("selector"), f"{where}.selector"),
-        tuple(sorted(set(days))),
+        tuple(sorted(days)),
         int(hh) * 60 + int(mm),
         duration,
     )
 
 
+def _stage(raw: object, where: str) -> StageSpec:
+    s = _fields(raw, ("name", "selector", "groups", "maxConcurrency", "soak", "approval"), where)
+    name = _name(s.get("name"), where)
+    groups_raw = s.get("groups") or []
+    if not isinstance(groups_raw, list):
+        raise StrategyError(f"{where}.groups: expected a list")
+    groups: list[GroupSpec] = []
+    seen: set[str] = set()
+    for j, g_raw in enumerate(groups_raw):
+        here = f"{where}.groups[{j}]"
+        g = _fields(g_raw, ("name", "selector"), here)
+        group = _name(g.get("name"), here)
+        if group in seen:
+            raise StrategyError(f"{here}: duplicate group name {quote(group)}")
+        seen.add(group)
+        groups.append(GroupSpec(group, _selector(g.get("selector"), f"{here}.selector")))
+    return StageSpec(
+        name=name,
+        selector=_selector(s.get("selector"), f"{where}.selector"),
+        groups=tuple(groups),
+        max_concurrency=_count(
+            s.get("maxConcurrency", 1), f"{where}.maxConcurrency", 1, MAX_CONCURRENCY
+        ),
+        soak_seconds=_seconds(s.get("soak", 0), f"{where}.soak"),
+        approval=_bool(s.get("approval", False), f"{where}.approval"),
+    )
+
+
 def strategy_from_mapping(raw: object) -> Strategy:
-    """Validate a CalibrationStrategy document."""
-    if not isinstance(raw, Mapping):
-        raise StrategyError("strategy: expected a mapping")
-    data: Mapping[str, Any] = raw
-    allowed = {
-        "apiVersion",
-        "kind",
-        "canary",
-        "stages",
-        "maintenanceWindows",
-        "maxFailures",
-        "allowPrereleases",
-    }
-    unknown = set(data) - allowed
-    if unknown:
-        raise StrategyError(f"strategy: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
-    if data.get("kind", "CalibrationStrategy") != "CalibrationStrategy":
+    """Validate a CalibrationStrategy document: every field known, typed and within bounds."""
+    data = _fields(
+        raw,
+        (
+            "apiVersion",
+            "kind",
+            "canary",
+            "stages",
+            "maintenanceWindows",
+            "maxFailures",
+            "allowPrereleases",
+        ),
+        "strategy",
+    )
+    if data.get("apiVersion", API_VERSION) != API_VERSION:
         raise StrategyError(
-            f"strategy.kind: expected CalibrationStrategy, got {data.get('kind')!r}"
+            f"strategy.apiVersion: expected {API_VERSION}, got {quote(data.get('apiVersion'))}"
         )
+    if data.get("kind", KIND) != KIND:
+        raise StrategyError(f"strategy.kind: expected {KIND}, got {quote(data.get('kind'))}")
     canary: CanarySpec | None = None
     if data.get("canary") is not None:
-        c = data["canary"]
-        if not isinstance(c, Mapping):
-            raise StrategyError("strategy.canary: expected a mapping")
+        where = "strategy.canary"
+        c = _fields(data["canary"], ("selector", "maxClusters", "soak", "approvalAfter"), where)
         canary = CanarySpec(
-            _selector(c.get("selector"), "strategy.canary.selector"),
-            _positive(c.get("maxClusters", 1), "strategy.canary.maxClusters"),
-            _seconds(c.get("soak", 0), "strategy.canary.soak"),
-            bool(c.get("approvalAfter", False)),
+            _selector(c.get("selector"), f"{where}.selector"),
+            _count(c.get("maxClusters", 1), f"{where}.maxClusters", 1, MAX_CONCURRENCY),
+            _seconds(c.get("soak", 0), f"{where}.soak"),
+            _bool(c.get("approvalAfter", False), f"{where}.approvalAfter"),
         )
     stages_raw = data.get("stages")
     if not isinstance(stages_raw, list) or not stages_raw:
         raise StrategyError("strategy.stages: expected a non-empty list")
-    stages: list[StageSpec] = []
-    for i, s in enumerate(stages_raw):
-        where = f"strategy.stages[{i}]"
-        if not isinstance(s, Mapping) or not isinstance(s.get("name"), str):
-            raise StrategyError(f"{where}: needs a 'name'")
-        groups_raw = s.get("groups") or []
-        if not isinstance(groups_raw, list):
-            raise StrategyError(f"{where}.groups: expected a list")
-        groups = []
-        for j, g in enumerate(groups_raw):
-            if not isinstance(g, Mapping) or not isinstance(g.get("name"), str):
-                raise StrategyError(f"{where}.groups[{j}]: needs a 'name'")
-            groups.append(
-                GroupSpec(g["name"], _selector(g.get("selector"), f"{where}.groups[{j}].selector"))
-            )
-        stages.append(
-            StageSpec(
-                name=s["name"],
-                selector=_selector(s.get("selector"), f"{where}.selector"),
-                groups=tuple(groups),
-                max_concurrency=_positive(s.get("maxConcurrency", 1), f"{where}.maxConcurrency"),
-                soak_seconds=_seconds(s.get("soak", 0), f"{where}.soak"),
-                approval=bool(s.get("approval", False)),
-            )
-        )
+    stages = [_stage(s, f"strategy.stages[{i}]") for i, s in enumerate(stages_raw)]
     names = [s.name for s in stages]
     if len(set(names)) != len(names) or "canary" in names:
         raise StrategyError("strategy.stages: stage names must be unique and not 'canary'")
+    windows_raw = data.get("maintenanceWindows") or []
+    if not isinstance(windows_raw, list):
+        raise StrategyError("strategy.maintenanceWindows: expected a list")
     windows = tuple(
-        _window(w, f"strategy.maintenanceWindows[{i}]")
-        for i, w in enumerate(data.get("maintenanceWindows") or [])
+        _window(w, f"strategy.maintenanceWindows[{i}]") for i, w in enumerate(windows_raw)
     )
-    max_failures = data.get("maxFailures", 0)
-    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
-        raise StrategyError(f"strategy.maxFailures: must be an integer >= 0, got {max_failures!r}")
-    allow_prereleases = data.get("allowPrereleases", False)
-    if not isinstance(allow_prereleases, bool):
-        raise StrategyError(
-            f"strategy.allowPrereleases: must be true or false, got {allow_prereleases!r}"
-        )
+    max_failures = _count(data.get("maxFailures", 0), "strategy.maxFailures", 0, MAX_FAILURES)
+    allow_prereleases = _bool(data.get("allowPrereleases", False), "strategy.allowPrereleases")
     return Strategy(canary, tuple(stages), windows, max_failures, allow_prereleases)
 
 
-def load_strategy(text: str) -> Strategy:
-    """Parse a strategy YAML document."""
+def load_strategy(text: str | bytes) -> Strategy:
+    """Parse a strategy YAML or JSON document (``documents.load_document`` rules)."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise StrategyError("strategy is not valid YAML") from None
+        raw = load_document(text, "strategy")
+    except InputError as err:
+        raise StrategyError(str(err)) from None
     return strategy_from_mapping(raw)

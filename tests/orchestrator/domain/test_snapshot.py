@@ -99,7 +99,7 @@ _DELETE = object()
         (
             "clusters.0.controlPlane.replicas",
             0,
-            "clusters[0].controlPlane.replicas: must be an integer >= 1, got 0",
+            "clusters[0].controlPlane.replicas: must be an integer from 1 to 1,000,000, got 0",
         ),
         (
             "clusters.0.labels",
@@ -123,7 +123,11 @@ _DELETE = object()
             "workloads[0] (default/w).placement.clusters: unknown cluster 'ghost'",
         ),
         ("workloads.0.apis", ["CronJob"], "workloads[0].apis[0]: invalid API 'CronJob'"),
-        ("workloads.0.replicas", -1, "workloads[0].replicas: must be an integer >= 0, got -1"),
+        (
+            "workloads.0.replicas",
+            -1,
+            "workloads[0].replicas: must be an integer from 0 to 1,000,000, got -1",
+        ),
         (
             "workloads.0.placement.replicaScheduling",
             {"type": "Spread"},

@@ -137,7 +137,7 @@ def test_example_strategy_file() -> None:
         ({"stages": []}, "strategy.stages: expected a non-empty list"),
         (
             {"stages": [{"name": "a", "maxConcurrency": 0}]},
-            r"stages\[0\].maxConcurrency: must be an integer >= 1",
+            r"stages\[0\].maxConcurrency: must be an integer from 1 to",
         ),
         ({"stages": [{"name": "a", "soak": "soon"}]}, "invalid duration 'soon'"),
         ({"stages": [{"name": "a"}, {"name": "a"}]}, "stage names must be unique"),
@@ -155,7 +155,7 @@ def test_example_strategy_file() -> None:
             },
             "expected HH:MM",
         ),
-        ({"stages": [{"name": "a"}], "maxFailures": -1}, "maxFailures: must be an integer >= 0"),
+        ({"stages": [{"name": "a"}], "maxFailures": -1}, "maxFailures: must be an integer from 0"),
         ({"stages": [{"name": "a"}], "speed": "fast"}, "unknown field"),
     ],
 )

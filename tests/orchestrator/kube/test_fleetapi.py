@@ -285,3 +285,39 @@ def test_writer_links_once_and_rewrites_status() -> None:
     assert fleetapi.write_placement_decisions(dyn, [], NS) == []
     with pytest.raises(fleetapi.WorkloadMissingError, match=f"no FleetWorkload {NS}/nope"):
         fleetapi.write_placement_decisions(dyn, [replace(first, workload=f"{NS}/nope")], NS)
+
+
+@pytest.mark.parametrize(
+    ("quantity", "parses"),
+    [
+        ("500m", True),
+        ("1.5Gi", True),
+        ("2e3", True),
+        ("1e-30", True),
+        ("5e17", True),
+        ("1e1000000", False),
+        ("1e31", False),
+        ("9" * 65, False),
+        ("-1", False),
+    ],
+)
+def test_quantity_pattern_admits_no_exponent_or_length_the_parser_refuses(
+    quantity: str, parses: bool
+) -> None:
+    """The CRD is the first gate: what it admits, the snapshot parser must accept too.
+
+    (Magnitude is the parser's own bound, 2^63-1 base units: a regex cannot say it exactly.)
+    """
+    from orchestrator.domain.errors import InputError
+    from orchestrator.domain.quantity import parse_memory_bytes
+
+    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    cpu = spec["requests"]["properties"]["cpu"]
+    admitted = bool(re.match(cpu["pattern"], quantity)) and len(quantity) <= cpu["maxLength"]
+    try:
+        parse_memory_bytes(quantity)
+        parsed = True
+    except InputError:
+        parsed = False
+    assert (admitted, parsed) == (parses, parses)
+    assert spec["replicas"]["maximum"] == 1_000_000

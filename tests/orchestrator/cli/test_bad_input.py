@@ -1,0 +1,409 @@
+"""The bad-input corpus: every case through the real CLI entry, one ``error:`` line, exit 2.
+
+Snapshot files, strategy files and flags a new user (or an attacker) might hand the offline
+commands. Each case must end with exit code 2, exactly one ``error:`` line on stderr, no
+traceback, nothing on stdout and no file written. Click's usage errors (``-o xml``, a missing
+option) keep Click's own multi-line box; they are checked for exit 2 and no traceback only.
+No case asserts a duration: the limits make each one fail fast or finish, whatever the machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from orchestrator.cli.main import app
+from orchestrator.domain.documents import MAX_DOCUMENT_BYTES
+
+ROOT = Path(__file__).parents[3]
+FLEET: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "fleet.yaml").read_text())
+STRATEGY: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "strategy.yaml").read_text())
+TARGET = "v1.35.0"
+
+runner = CliRunner()
+
+
+def _bomb(levels: int = 9) -> str:
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for i in range(1, levels + 1):
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        text += f"{cur}: &{cur} [" + ",".join(["*" + prev] * 9) + "]\n"
+    return text
+
+
+def _fleet(change: Callable[[dict[str, Any]], object]) -> str:
+    doc = copy.deepcopy(FLEET)
+    change(doc)
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _strategy(change: Callable[[dict[str, Any]], object]) -> str:
+    doc = copy.deepcopy(STRATEGY)
+    change(doc)
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], None]:
+    """Set ``a.0.b`` (list indices as numbers) in a document."""
+
+    def change(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return change
+
+
+def _do(*changes: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        for c in changes:
+            c(doc)
+
+    return change
+
+
+def _dup_cluster(doc: dict[str, Any]) -> None:
+    doc["clusters"].append(copy.deepcopy(doc["clusters"][0]))
+
+
+def _dup_workload(doc: dict[str, Any]) -> None:
+    doc["workloads"].append(copy.deepcopy(doc["workloads"][0]))
+
+
+def _dup_taint(doc: dict[str, Any]) -> None:
+    taints = doc["clusters"][3]["taints"]
+    taints.append(dict(taints[0], value="other"))
+
+
+# (id, snapshot text or bytes, message fragment)
+SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
+    ("alias-bomb", _bomb(), "aliases expand to more than"),
+    ("deep-flow-20k", "clusters: " + "[" * 20_000 + "]" * 20_000, "nests deeper than 64"),
+    ("deep-json-20k", "[" * 20_000 + "]" * 20_000, "nests too deep"),
+    ("deep-block-20k", "clusters:\n" + "- " * 20_000 + "x\n", "nests deeper than 64"),
+    (
+        "int-5000-digits",
+        _fleet(_set("clusters.0.controlPlane.replicas", 0)).replace(
+            "replicas: 0", "replicas: " + "9" * 5000, 1
+        ),
+        "integer of 5000 digits",
+    ),
+    ("cpu-1e1000000", _fleet(_set("clusters.0.capacity.cpu", "1e1000000")), "out of range"),
+    (
+        "cpu-float-overflow",
+        _fleet(_set("clusters.0.capacity", {"cpu": 1e308, "memory": "1Gi"})),
+        "cpu",
+    ),
+    ("memory-negative", _fleet(_set("clusters.0.capacity.memory", "-1Gi")), "invalid memory"),
+    (
+        "controlPlane.replica",
+        _fleet(_set("clusters.0.controlPlane.replica", 3)),
+        "unknown field(s) replica",
+    ),
+    ("capacity.cpus", _fleet(_set("clusters.0.capacity.cpus", "8")), "unknown field(s) cpus"),
+    (
+        "taint.efect",
+        _fleet(_set("clusters.3.taints.0.efect", "NoSchedule")),
+        "unknown field(s) efect",
+    ),
+    (
+        "md.versoin",
+        _fleet(_set("clusters.0.machineDeployments.0.versoin", "v1")),
+        "unknown field(s) versoin",
+    ),
+    (
+        "toleration.operater",
+        _fleet(_set("workloads.0.placement.tolerations", [{"key": "a", "operater": "Exists"}])),
+        "unknown field(s) operater",
+    ),
+    (
+        "duplicate-yaml-key",
+        "apiVersion: calibrator.dev/v1alpha1\nclusters: []\nclusters: []\n",
+        "duplicate key 'clusters'",
+    ),
+    ("duplicate-json-key", '{"clusters": [], "clusters": []}', "duplicate key 'clusters'"),
+    ("duplicate-cluster", _fleet(_dup_cluster), "duplicate cluster name(s) 'prod-eu-1'"),
+    ("duplicate-workload", _fleet(_dup_workload), "duplicate workload"),
+    ("duplicate-taint", _fleet(_dup_taint), "duplicate taint"),
+    (
+        "topology-string-false",
+        _fleet(_set("clusters.0.topology", "false")),
+        "must be true or false, got 'false'",
+    ),
+    ("apiVersion-v9", _fleet(_set("apiVersion", "v9")), "snapshot.apiVersion"),
+    ("kind-wrong", _fleet(_set("kind", "Fleet")), "snapshot.kind"),
+    (
+        "version-4mb",
+        _fleet(_set("clusters.0.controlPlane.version", "v" + "1" * 4_000_000)),
+        "invalid Kubernetes version",
+    ),
+    (
+        "version-garbage",
+        _fleet(_set("clusters.0.controlPlane.version", "one.two")),
+        "invalid Kubernetes version",
+    ),
+    (
+        "rtt-nan",
+        _fleet(_set("network", [{"from": "prod-eu-1", "to": "prod-us-1", "rttMs": float("nan")}])),
+        "rttMs",
+    ),
+    (
+        "rtt-negative",
+        _fleet(_set("network", [{"from": "prod-eu-1", "to": "prod-us-1", "rttMs": -1}])),
+        "rttMs",
+    ),
+    ("label-list", _fleet(_set("clusters.0.labels.env", ["prod"])), "label values must be strings"),
+    ("replicas-billion", _fleet(_set("workloads.0.replicas", 10**9)), "from 0 to 1,000,000"),
+    ("maxClusters-zero", _fleet(_set("workloads.0.placement.maxClusters", 0)), "maxClusters"),
+    (
+        "unknown-cluster-ref",
+        _fleet(_set("workloads.0.placement.clusters", ["nowhere"])),
+        "unknown cluster 'nowhere'",
+    ),
+    (
+        "timestamp-invalid",
+        _fleet(_set("clusters.3.taints.0.timeAdded", "X")).replace(
+            "timeAdded: X", "timeAdded: 2026-13-45", 1
+        ),
+        "invalid timestamp",
+    ),
+    (
+        "timeAdded-list",
+        _fleet(_set("clusters.3.taints.0.timeAdded", [1, 2])),
+        "timeAdded: must be an RFC 3339 time",
+    ),
+    ("not-utf8", b"clusters: [\xff\xfe]\n", "not UTF-8"),
+    ("nul-bytes", b"clusters: []\x00\x00", "NUL characters"),
+    ("empty", "", "snapshot is empty"),
+    ("top-level-list", "- a\n- b\n", "expected a mapping"),
+    ("two-documents", "clusters: []\n---\nclusters: []\n", "expected one YAML document"),
+    ("python-tag", "clusters: !!python/object/apply:os.system [ls]\n", "unsupported tag"),
+    ("unknown-alias", "clusters: *nothing\n", "unknown alias"),
+    ("bad-syntax", "clusters: [\n  - name: a\n bad", "not valid YAML at line"),
+    ("json-nan", '{"clusters": [], "network": [{"rttMs": NaN}]}', "NaN is not a number"),
+]
+
+# (id, strategy text, message fragment): run through ``plan --strategy``.
+STRATEGIES: list[tuple[str, str, str]] = [
+    ("approvel", _strategy(_set("stages.1.approvel", True)), "unknown field(s) approvel"),
+    (
+        "approval-string",
+        _strategy(_set("stages.1.approval", "false")),
+        "approval: must be true or false",
+    ),
+    (
+        "maxConcurency",
+        _strategy(_set("stages.0.maxConcurency", 3)),
+        "unknown field(s) maxConcurency",
+    ),
+    (
+        "window-durtion",
+        _strategy(_set("maintenanceWindows.0.durtion", "4h")),
+        "unknown field(s) durtion",
+    ),
+    ("apiVersion-v9", _strategy(_set("apiVersion", "v9")), "strategy.apiVersion"),
+    ("kind-wrong", _strategy(_set("kind", "Strategy")), "strategy.kind"),
+    ("duplicate-group", _strategy(_set("stages.1.groups.1.name", "eu-us")), "duplicate group name"),
+    (
+        "soak-huge",
+        _strategy(_set("stages.0.soak", "99999999999999999999d")),
+        "longer than the limit",
+    ),
+    ("soak-5000-digits", _strategy(_set("stages.0.soak", "9" * 5000 + "d")), "invalid duration"),
+    (
+        "canary-approvalAfter-yes",
+        _strategy(_set("canary.approvalAfter", "yes")),
+        "approvalAfter: must be true or false",
+    ),
+    ("maxConcurrency-huge", _strategy(_set("stages.0.maxConcurrency", 10**12)), "maxConcurrency"),
+    (
+        "group-unknown-field",
+        _strategy(_set("stages.1.groups.0.selecter", {})),
+        "unknown field(s) selecter",
+    ),
+    ("window-start", _strategy(_set("maintenanceWindows.0.start", "25:00")), "expected HH:MM"),
+    ("stages-empty", _strategy(_set("stages", [])), "non-empty list"),
+    ("alias-bomb", _bomb(), "aliases expand to more than"),
+    ("duplicate-key", "stages: []\nstages: []\n", "duplicate key 'stages'"),
+]
+
+SNAPSHOT = "__snapshot__"  # stands for a good snapshot file in FLAG cases
+# (id, argv, message fragment): flags on the offline commands and on calibrate (which must fail
+# before it contacts Temporal: no server runs here).
+FLAGS: list[tuple[str, list[str], str]] = [
+    ("target-latest", ["plan", "-s", SNAPSHOT, "-t", "latest"], "invalid Kubernetes version"),
+    (
+        "target-1mb",
+        ["plan", "-s", SNAPSHOT, "-t", "v" + "1" * 1_000_000],
+        "invalid Kubernetes version",
+    ),
+    ("target-unavailable", ["plan", "-s", SNAPSHOT, "-t", "v1.36.0"], "not in availableVersions"),
+    ("drift-target", ["drift", "-s", SNAPSHOT, "-t", "1.x"], "invalid Kubernetes version"),
+    (
+        "selector-syntax",
+        ["plan", "-s", SNAPSHOT, "-t", TARGET, "-l", "env in prod"],
+        "invalid label selector",
+    ),
+    (
+        "selector-huge",
+        ["check", "-s", SNAPSHOT, "-t", TARGET, "-l", "a=" + "b" * 100_000],
+        "longer than 4096",
+    ),
+    ("snapshot-missing", ["drift", "-s", "/nonexistent/fleet.yaml"], "does not exist"),
+    ("snapshot-directory", ["drift", "-s", "/"], "is a directory"),
+    ("snapshot-dev-zero", ["place", "-s", "/dev/zero"], "larger than the 64 MiB limit"),
+    (
+        "strategy-missing",
+        ["plan", "-s", SNAPSHOT, "-t", TARGET, "--strategy", "/nonexistent.yaml"],
+        "does not exist",
+    ),
+    ("calibrate-target", ["calibrate", "-t", "latest"], "invalid Kubernetes version"),
+    ("calibrate-selector", ["calibrate", "-t", TARGET, "-l", "!"], "invalid label selector"),
+]
+CALIBRATE_STRATEGIES = ["approvel", "approval-string", "soak-huge", "alias-bomb"]
+USAGE: list[tuple[str, list[str]]] = [
+    ("output-xml", ["drift", "-s", SNAPSHOT, "-o", "xml"]),
+    ("missing-snapshot", ["drift"]),
+    ("missing-target", ["plan", "-s", SNAPSHOT]),
+]
+
+
+def _files(root: Path) -> set[Path]:
+    return set(root.rglob("*"))
+
+
+def _invoke(argv: list[str], tmp_path: Path) -> tuple[int, str, str, BaseException | None]:
+    good = tmp_path / "fleet.yaml"
+    good.write_text(yaml.safe_dump(FLEET))
+    argv = [str(good) if a == SNAPSHOT else a for a in argv]
+    before = _files(tmp_path)
+    result = runner.invoke(app, argv)
+    assert _files(tmp_path) == before, "the command wrote a file"
+    return result.exit_code, result.stdout, result.stderr, result.exception
+
+
+def _assert_one_error(
+    outcome: tuple[int, str, str, BaseException | None], message: str | None
+) -> None:
+    code, stdout, stderr, exception = outcome
+    assert exception is None or isinstance(exception, SystemExit), repr(exception)
+    assert "Traceback" not in stderr
+    assert code == 2, stderr
+    assert stdout == ""
+    if message is None:
+        return
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[:500]
+    assert message in lines[0], lines[0]
+    assert len(lines[0]) <= 420
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [c[1:] for c in SNAPSHOTS], ids=[c[0] for c in SNAPSHOTS]
+)
+@pytest.mark.parametrize("command", ["plan", "place"])
+def test_bad_snapshot_files(command: str, text: str | bytes, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    argv = [command, "--snapshot", str(path)] + (["--target", TARGET] if command == "plan" else [])
+    _assert_one_error(_invoke(argv, tmp_path), message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [c[1:] for c in STRATEGIES], ids=[c[0] for c in STRATEGIES]
+)
+def test_bad_strategy_files(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "strategy.yaml"
+    path.write_text(text)
+    argv = ["plan", "-s", SNAPSHOT, "-t", TARGET, "--strategy", str(path)]
+    _assert_one_error(_invoke(argv, tmp_path), message)
+
+
+@pytest.mark.parametrize("case", CALIBRATE_STRATEGIES)
+def test_calibrate_refuses_a_bad_strategy_before_connecting(case: str, tmp_path: Path) -> None:
+    text, message = {c[0]: c[1:] for c in STRATEGIES}[case]
+    path = tmp_path / "strategy.yaml"
+    path.write_text(text)
+    argv = ["calibrate", "-t", TARGET, "--strategy", str(path), "--address", "127.0.0.1:9"]
+    _assert_one_error(_invoke(argv, tmp_path), message)
+
+
+@pytest.mark.parametrize(("argv", "message"), [c[1:] for c in FLAGS], ids=[c[0] for c in FLAGS])
+def test_bad_flags(argv: list[str], message: str, tmp_path: Path) -> None:
+    _assert_one_error(_invoke(argv, tmp_path), message)
+
+
+@pytest.mark.parametrize("argv", [c[1] for c in USAGE], ids=[c[0] for c in USAGE])
+def test_usage_errors_keep_clicks_box(argv: list[str], tmp_path: Path) -> None:
+    _assert_one_error(_invoke(argv, tmp_path), None)
+
+
+def test_a_file_past_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as handle:  # sparse: no disk, no memory
+        handle.truncate(MAX_DOCUMENT_BYTES + 1)
+    _assert_one_error(
+        _invoke(["drift", "--snapshot", str(path)], tmp_path), "larger than the 64 MiB limit"
+    )
+
+
+def _large_snapshot_json(clusters: int, workloads: int, duplicate_last: bool) -> str:
+    """A valid fleet of realistic entries as compact JSON, built as text (fast, little memory)."""
+    versions = FLEET["availableVersions"]
+    envs = ("prod", "staging", "dev")
+    cluster_rows = [
+        f'{{"name":"cluster-{i:06d}","labels":{{"env":"{envs[i % 3]}","region":"r{i % 7}"}},'
+        f'"controlPlane":{{"version":"{versions[i % 4]}","replicas":3}},'
+        f'"machineDeployments":[{{"name":"md-0","version":"{versions[i % 4]}","replicas":3}},'
+        f'{{"name":"md-1","version":"{versions[i % 4]}","replicas":2}}],"taints":[],'
+        f'"capacity":{{"cpu":"64","memory":"256Gi"}},"allocated":{{"cpu":"20","memory":"64Gi"}}}}'
+        for i in range(clusters)
+    ]
+    if duplicate_last:
+        cluster_rows.append(cluster_rows[-1])
+    workload_rows = (
+        f'{{"name":"app-{i:07d}","namespace":"team-{i % 50}",'
+        f'"apis":["apps/v1/Deployment","v1/Service"],"replicas":2,'
+        f'"requests":{{"cpu":"500m","memory":"1Gi"}},'
+        f'"placement":{{"clusterAffinity":{{"matchLabels":{{"env":"{envs[i % 3]}"}}}},'
+        f'"tolerations":[],"clusters":["cluster-{i % clusters:06d}"]}}}}'
+        for i in range(workloads)
+    )
+    return (
+        f'{{"apiVersion":"calibrator.dev/v1alpha1","kind":"FleetSnapshot",'
+        f'"availableVersions":{json.dumps(versions)},'
+        f'"clusters":[{",".join(cluster_rows)}],"workloads":[{",".join(workload_rows)}]}}'
+    )
+
+
+def test_a_50_mb_snapshot_is_parsed_in_bounded_time_and_memory(tmp_path: Path) -> None:
+    """50 MB of JSON (under the 64 MiB limit) is read and validated to its last entry.
+
+    One duplicate cluster name at the very end proves every entry was looked at: it exits 2
+    with that one error, after a linear duplicate check (the quadratic one took minutes).
+    """
+    path = tmp_path / "fleet.json"
+    path.write_text(_large_snapshot_json(25_000, 165_000, duplicate_last=True))
+    size = path.stat().st_size
+    assert 48_000_000 < size < MAX_DOCUMENT_BYTES, size
+    _assert_one_error(
+        _invoke(["drift", "--snapshot", str(path)], tmp_path),
+        "duplicate cluster name(s) 'cluster-024999'",
+    )
+
+
+def test_corpus_size() -> None:
+    cases = len(SNAPSHOTS) + len(STRATEGIES) + len(FLAGS) + len(CALIBRATE_STRATEGIES)
+    assert cases >= 40

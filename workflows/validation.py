@@ -1,0 +1,143 @@
+"""Validation of workflow inputs at the workflow entry (deterministic, no I/O).
+
+``workflows.client.start_calibration`` validates before it starts anything, but a workflow can be
+started straight through any Temporal client (``temporal workflow start``, another SDK, a script),
+so each workflow checks its own input first thing in ``run``. An invalid input fails the workflow
+at once with a non-retryable ``ApplicationError`` of type ``InvalidInput`` and one message naming
+the field, before any activity runs: nothing is changed anywhere.
+
+What is checked here is cheap (no snapshot parsing: the plan activity validates the snapshot,
+also non-retryably, and its CPU time does not count against the workflow task). The bounds keep
+later arithmetic safe: ``workflow.now() + timedelta(seconds=...)`` with a huge timeout overflows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.domain.documents import quote
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import strategy_from_mapping
+from workflows.model import (
+    CalibrationInput,
+    CalibrationOptions,
+    ClusterUpgradeInput,
+    Timeouts,
+)
+
+INVALID_INPUT = "InvalidInput"  # the same type as workflows.activities.INVALID_INPUT
+MAX_TIMEOUT_SECONDS = 366 * 86_400
+MAX_WORKER_CONCURRENCY = 1_000
+HISTORY_THRESHOLD = (1, 50_000)  # Temporal refuses histories past 51,200 events
+
+
+def _invalid(message: str) -> NoReturn:
+    raise ApplicationError(
+        f"invalid workflow input: {message}", type=INVALID_INPUT, non_retryable=True
+    )
+
+
+def _text(value: object, where: str, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value.strip()) or len(value) > 1024:
+        _invalid(f"{where}: expected a non-empty string, got {quote(value)}")
+    return value
+
+
+def _version(value: object, where: str) -> None:
+    if not isinstance(value, str) or len(value) > 64:
+        _invalid(f"{where}: expected a Kubernetes version like v1.31.1, got {quote(value)}")
+    try:
+        KubeVersion.parse(value)
+    except InputError as err:
+        _invalid(f"{where}: {err}")
+
+
+def _seconds(value: object, where: str, minimum: float = 0.0) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not minimum < value <= MAX_TIMEOUT_SECONDS
+    ):
+        _invalid(
+            f"{where}: expected seconds in ({minimum:g}, {MAX_TIMEOUT_SECONDS}], got {quote(value)}"
+        )
+
+
+def _options(options: object, where: str) -> None:
+    if not isinstance(options, CalibrationOptions):
+        _invalid(f"{where}: expected CalibrationOptions, got {quote(options)}")
+    concurrency = options.worker_concurrency
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        _invalid(f"{where}.worker_concurrency: expected an integer, got {quote(concurrency)}")
+    if not 1 <= concurrency <= MAX_WORKER_CONCURRENCY:
+        _invalid(
+            f"{where}.worker_concurrency: must be 1 to {MAX_WORKER_CONCURRENCY}, got {concurrency}"
+        )
+    threshold = options.history_threshold
+    low, high = HISTORY_THRESHOLD
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int)
+        or not low <= threshold <= high
+    ):
+        _invalid(
+            f"{where}.history_threshold: must be an integer {low} to {high}, got {quote(threshold)}"
+        )
+    timeouts: Any = options.timeouts
+    if not isinstance(timeouts, Timeouts):
+        _invalid(f"{where}.timeouts: expected Timeouts, got {quote(timeouts)}")
+    for name in ("activity_seconds", "rollout_seconds", "heartbeat_seconds", "poll_seconds"):
+        _seconds(getattr(timeouts, name), f"{where}.timeouts.{name}")
+
+
+def validate_calibration_input(input: object) -> None:
+    """Raise a non-retryable ``InvalidInput`` ApplicationError for an unusable CalibrationInput."""
+    if not isinstance(input, CalibrationInput):
+        _invalid(f"expected CalibrationInput, got {quote(input)}")
+    _version(input.target, "target")
+    if input.snapshot is not None and not isinstance(input.snapshot, dict):
+        _invalid(f"snapshot: expected a FleetSnapshot mapping, got {quote(input.snapshot)}")
+    if input.strategy is not None:
+        try:
+            strategy_from_mapping(input.strategy)
+        except InputError as err:
+            _invalid(str(err))
+    if input.selector is not None:
+        try:
+            parse_selector_string(_text(input.selector, "selector"))
+        except InputError as err:
+            _invalid(str(err))
+    _options(input.options, "options")
+
+
+def validate_cluster_upgrade_input(input: object) -> None:
+    """The same for a ClusterUpgrade child started directly: ids, versions, steps, options."""
+    if not isinstance(input, ClusterUpgradeInput):
+        _invalid(f"expected ClusterUpgradeInput, got {quote(input)}")
+    _text(input.calibration_id, "calibration_id")
+    _version(input.target, "target")
+    _text(input.stage, "stage", empty=True)
+    plan = input.plan
+    _text(plan.cluster.name, "plan.cluster.name")
+    _version(plan.control_plane_from, "plan.control_plane_from")
+    for i, step in enumerate(plan.steps):
+        where = f"plan.steps[{i}]"
+        if step.component not in ("controlPlane", "workers"):
+            _invalid(
+                f"{where}.component: expected controlPlane or workers, got {quote(step.component)}"
+            )
+        _text(step.step_id, f"{where}.step_id")
+        _version(step.version, f"{where}.version")
+        for j, pool in enumerate(step.pools):
+            _text(pool.name, f"{where}.pools[{j}].name")
+            _version(pool.version, f"{where}.pools[{j}].version")
+    for j, pool in enumerate(plan.pools):
+        _text(pool.name, f"plan.pools[{j}].name")
+        _version(pool.version, f"plan.pools[{j}].version")
+    _options(input.options, "options")
