@@ -382,6 +382,15 @@ PRERELEASE_CASES = [
         ["v1.35.0"],
     ),
     Case(
+        "workers catch up to the pre-release the control plane already runs",
+        "v1.32.3-rc.1",
+        ["v1.29.0"],
+        "v1.33.0",
+        ["v1.29.0", "v1.32.2", "v1.32.3-rc.1", "v1.33.0"],
+        ["v1.33.0"],
+        ["v1.32.3-rc.1", "v1.33.0"],
+    ),
+    Case(
         "workers' intermediate step lands on the GA patch too",
         "v1.31.13",
         ["v1.31.13"],
@@ -607,8 +616,12 @@ def test_every_intermediate_state_of_every_plan_is_legal(
         assert plan.reasons
         return
     if not allow_prereleases:
+        # No pre-release is chosen as a step; workers may still catch up to the version the
+        # control plane already runs, which is the cluster's own state, not a choice.
         assert not any(v.is_prerelease for v in plan.control_plane_steps[:-1])
-        assert not any(v.is_prerelease for v in plan.worker_steps[:-1])
+        assert not any(
+            v.is_prerelease and v != c.control_plane.version for v in plan.worker_steps[:-1]
+        )
     # Every step starts from the state the previous steps left: its from-versions are that state.
     cp = c.control_plane.version
     pools = {md.name: md.version for md in c.machine_deployments}
