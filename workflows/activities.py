@@ -21,17 +21,24 @@ Rules every activity keeps, because the workflow's guarantees rest on them:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import dataclasses
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.compatibility import cluster_findings
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.snapshot import (
+    Cluster,
     FleetSnapshot,
+    Workload,
     replace_cluster,
     snapshot_from_mapping,
     snapshot_to_mapping,
@@ -43,11 +50,16 @@ from orchestrator.placement import place
 from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
 from workflows.backend import FleetBackend, NotFoundError
 from workflows.model import (
+    SAMPLE_LIMIT,
     CheckInput,
     CheckResult,
+    ClusterLocation,
     ClusterObservation,
+    ClusterPlanInput,
+    ClusterProgress,
     ClusterRef,
     ClusterReplicasInfo,
+    ClusterState,
     ClusterUpgradePlan,
     ComponentObservation,
     FindingInfo,
@@ -56,18 +68,24 @@ from workflows.model import (
     GroupPlan,
     InventoryInput,
     InventoryResult,
+    LocateInput,
     PatchControlPlaneInput,
     PatchResult,
     PatchWorkersInput,
     PlacementDecisionInfo,
+    PlacementWrite,
     PlanInput,
+    PlanRef,
+    PlanSummary,
     PoolVersion,
     PreflightInput,
     PreflightResult,
     ReplaceInput,
     ReplaceResult,
     StagePlan,
+    StageSummary,
     StepPlan,
+    StepProgress,
     TaintInput,
     TaintResult,
     VerifyInput,
@@ -76,6 +94,9 @@ from workflows.model import (
     WaitProgress,
     WaitResult,
     WaitWorkersInput,
+    WaveInput,
+    WaveMember,
+    WaveSlice,
     WindowPlan,
 )
 
@@ -84,6 +105,7 @@ INVALID_INPUT = "InvalidInput"
 NOT_FOUND = "NotFound"
 VERSION_CONFLICT = "VersionConflict"
 ROLLOUT_FAILED = "RolloutFailed"
+PLACEMENT_CONFLICT = "PlacementConflict"  # retryable: other placements kept winning
 
 NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAILED)
 
@@ -91,6 +113,40 @@ NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAIL
 def step_id(calibration_id: str, cluster: str, index: int, component: str, version: str) -> str:
     """Stable id of a planned step: the same plan gives the same ids on every retry and replay."""
     return f"{calibration_id}/{cluster}/{index:02d}-{component}-{version}"
+
+
+# Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
+PLACEMENT_ROUNDS = 5
+# Workload lists in a ReplaceResult are cut to this many names (the counts stay exact).
+RESULT_LIST_LIMIT = 20
+
+
+def _first(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(names[:RESULT_LIST_LIMIT])
+
+
+def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workload, ...]:
+    """Workloads a step of ``cluster`` can move: those it hosts, and those it could now host.
+
+    A step changes only the cluster's version and taints. A workload elsewhere can start using
+    the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
+    facts a step does not change); tolerations, API compatibility and capacity are deliberately
+    not pre-filtered, so the set over-approximates rather than misses. Workloads whose NoExecute
+    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict them.
+    Everything else keeps its decision: its clusters did not change.
+    """
+    chosen: list[Workload] = []
+    for w in snapshot.workloads:
+        policy = w.placement
+        if (
+            cluster.name in policy.clusters
+            or not policy.affinities
+            or any(a.matches(cluster) for a in policy.affinities)
+            # A time-bounded NoExecute toleration can run out between any two runs.
+            or any(t.toleration_seconds is not None for t in policy.tolerations)
+        ):
+            chosen.append(w)
+    return tuple(chosen)
 
 
 def _invalid(message: str) -> NoReturn:
@@ -206,12 +262,141 @@ def fleet_plan(
 
 def plan_from_input(input: PlanInput) -> FleetPlan:
     """Validate the inputs and plan (InputError on anything unusable)."""
+    if input.snapshot is None:
+        raise InputError("planning needs a snapshot (the plan_fleet activity reads the fleet)")
     target = KubeVersion.parse(input.target)
     snapshot = snapshot_from_mapping(input.snapshot)
     strategy = load_strategy_document(input.strategy)
     selector = parse_selector_string(input.selector) if input.selector else None
     plan = plan_calibration(snapshot, target, strategy, selector)
     return fleet_plan(plan, snapshot, strategy, input.calibration_id, input.namespaces)
+
+
+# --------------------------------------------------------------------------------------------
+# The stored plan (content-addressed, immutable; see docs/decisions.md)
+# --------------------------------------------------------------------------------------------
+
+_JSON = Payload(metadata={"encoding": b"json/plain"})
+# Decoded plans an activity worker keeps (immutable, so a digest always means the same plan).
+PLAN_CACHE_SIZE = 4
+
+
+def encode_plan(plan: FleetPlan) -> tuple[str, bytes]:
+    """(SHA-256 hex, bytes): the plan as the same JSON Temporal would put in history."""
+    (payload,) = default_converter().payload_converter.to_payloads([plan])
+    data = payload.data
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def decode_plan(data: bytes) -> FleetPlan:
+    """Inverse of ``encode_plan``."""
+    payload = Payload()
+    payload.CopyFrom(_JSON)
+    payload.data = data
+    (plan,) = default_converter().payload_converter.from_payloads([payload], [FleetPlan])
+    assert isinstance(plan, FleetPlan)
+    return plan
+
+
+def summarize_plan(
+    plan: FleetPlan, ref: PlanRef, skipped: Mapping[str, str] | None = None
+) -> PlanSummary:
+    """The bounded part of a plan the parent workflow keeps: counts, stages, a sample.
+
+    The sample gives detail to the first ``SAMPLE_LIMIT`` clusters in this order: skipped by the
+    inventory (malformed CAPI objects, with the reason; never touched), blocked (with their
+    reasons), unassigned, the next to run (execution order), up to date. A small fleet is
+    therefore shown whole from the start; a large one by counts plus what matters first.
+    """
+    order = [n for s in plan.stages for w in s.waves for n in w]
+    stage_of = {n: s.name for s in plan.stages for w in s.waves for n in w}
+    rank_of_pending = {n: i for i, n in enumerate(order)}
+    unassigned = set(plan.unassigned)
+    counts: dict[str, int] = {}
+    notable: list[tuple[tuple[int, int], ClusterProgress]] = []
+    for name, reason in sorted((skipped or {}).items()):
+        counts[ClusterState.SKIPPED.value] = counts.get(ClusterState.SKIPPED.value, 0) + 1
+        notable.append(
+            (
+                (-1, 0),
+                ClusterProgress(
+                    name=name,
+                    state=ClusterState.SKIPPED,
+                    message=f"skipped: {reason}",
+                    reasons=(reason,),
+                ),
+            )
+        )
+    for cplan in plan.clusters:
+        name = cplan.cluster.name
+        if cplan.blocked:
+            state, rank = ClusterState.BLOCKED, (0, 0)
+        elif not cplan.steps:
+            state, rank = ClusterState.UP_TO_DATE, (3, 0)
+        elif name in unassigned or name not in stage_of:
+            state, rank = ClusterState.UNASSIGNED, (1, 0)
+        else:
+            state, rank = ClusterState.PENDING, (2, rank_of_pending[name])
+        counts[state.value] = counts.get(state.value, 0) + 1
+        notable.append(
+            (
+                rank,
+                ClusterProgress(
+                    name=name,
+                    stage=stage_of.get(name, ""),
+                    state=state,
+                    from_version=cplan.control_plane_from,
+                    target=plan.target,
+                    window="" if cplan.window is None else cplan.window.description,
+                    steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps)
+                    if state == ClusterState.PENDING
+                    else (),
+                    reasons=cplan.reasons,
+                ),
+            )
+        )
+    notable.sort(key=lambda item: item[0])
+    return PlanSummary(
+        target=plan.target,
+        plan=ref,
+        stages=tuple(
+            StageSummary(
+                name=s.name,
+                waves=len(s.waves),
+                clusters=sum(len(w) for w in s.waves),
+                max_concurrency=s.max_concurrency,
+                soak_seconds=s.soak_seconds,
+                approval=s.approval,
+            )
+            for s in plan.stages
+        ),
+        clusters=len(plan.clusters) + len(skipped or {}),
+        counts=counts,
+        notable=tuple(p for _, p in notable[:SAMPLE_LIMIT]),
+        unassigned=plan.unassigned[:SAMPLE_LIMIT],
+        findings=len(plan.findings),
+        max_failures=plan.max_failures,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _LoadedPlan:
+    plan: FleetPlan
+    clusters: dict[str, ClusterUpgradePlan]
+    position: dict[str, tuple[int, int]]  # name -> (stage, wave)
+
+
+def _index(plan: FleetPlan) -> _LoadedPlan:
+    return _LoadedPlan(
+        plan,
+        {c.cluster.name: c for c in plan.clusters},
+        {
+            name: (si, wi)
+            for si, stage in enumerate(plan.stages)
+            for wi, wave in enumerate(stage.waves)
+            for name in wave
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,12 +428,20 @@ class CalibrationActivities:
 
     def __init__(self, backend: FleetBackend) -> None:
         self._backend = backend
+        self._plans: OrderedDict[str, _LoadedPlan] = OrderedDict()
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
         return [
+            # inventory and plan put the fleet and the plan in history; the workflows no longer
+            # call them (plan_fleet does both, out of history), but runs started before that
+            # change still may, so a new worker keeps serving them.
             self.inventory,
             self.plan,
+            self.plan_fleet,
+            self.wave,
+            self.cluster_plan,
+            self.locate_cluster,
             self.preflight,
             self.add_taint,
             self.remove_taint,
@@ -289,6 +482,109 @@ class CalibrationActivities:
             return plan_from_input(input)
         except InputError as err:
             _invalid(str(err))
+
+    def _remember(self, digest: str, loaded: _LoadedPlan) -> _LoadedPlan:
+        self._plans[digest] = loaded
+        self._plans.move_to_end(digest)
+        while len(self._plans) > PLAN_CACHE_SIZE:
+            self._plans.popitem(last=False)
+        return loaded
+
+    async def _load(self, ref: PlanRef) -> _LoadedPlan:
+        """The stored plan (cached by digest: it never changes), verified against the digest."""
+        loaded = self._plans.get(ref.digest)
+        if loaded is not None:
+            self._plans.move_to_end(ref.digest)
+            return loaded
+        try:
+            data = await self._backend.get_blob(ref.digest)
+        except NotFoundError as err:
+            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+        if hashlib.sha256(data).hexdigest() != ref.digest:
+            raise ApplicationError(f"stored plan {ref.digest} is corrupt", type=NOT_FOUND)
+        return self._remember(ref.digest, _index(decode_plan(data)))
+
+    @activity.defn(name="plan_fleet")
+    async def plan_fleet(self, input: PlanInput) -> PlanSummary:
+        """Inventory (unless a snapshot is given), plan, store the plan; return its summary.
+
+        The plan can be megabytes at fleet scale, over Temporal's payload limit, so it goes to
+        the backend's content-addressed store and only its digest and a bounded summary enter
+        history. Same inputs give the same plan and the same digest; a retry stores it again
+        harmlessly (puts are idempotent).
+        """
+        try:
+            if input.snapshot is None:
+                try:
+                    inv = await self._backend.inventory()
+                except NotFoundError as err:
+                    raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+                snapshot, namespaces = inv.snapshot, dict(inv.namespaces)
+                skipped = dict(inv.skipped)
+            else:
+                skipped = {}
+                snapshot = snapshot_from_mapping(input.snapshot)
+                namespaces = dict(input.namespaces)
+            target = KubeVersion.parse(input.target)
+            strategy = load_strategy_document(input.strategy)
+            selector = parse_selector_string(input.selector) if input.selector else None
+            result = plan_calibration(snapshot, target, strategy, selector)
+            plan = fleet_plan(result, snapshot, strategy, input.calibration_id, namespaces)
+        except InputError as err:
+            _invalid(str(err))
+        digest, data = encode_plan(plan)
+        await self._backend.put_blob(digest, data)
+        self._remember(digest, _index(plan))
+        return summarize_plan(plan, PlanRef(digest, len(data)), skipped)
+
+    @activity.defn(name="wave")
+    async def wave(self, input: WaveInput) -> WaveSlice:
+        """Members ``offset`` .. ``offset + limit`` of one wave of a stored plan."""
+        loaded = await self._load(input.plan)
+        try:
+            names = loaded.plan.stages[input.stage].waves[input.wave]
+        except IndexError:
+            _invalid(f"plan {input.plan.digest[:12]} has no stage {input.stage} wave {input.wave}")
+        members = []
+        for name in names[input.offset : input.offset + max(1, input.limit)]:
+            cplan = loaded.clusters[name]
+            members.append(
+                WaveMember(
+                    name,
+                    cplan.control_plane_from,
+                    tuple(s.describe() for s in cplan.steps),
+                    cplan.window,
+                    tuple(s.step_id for s in cplan.steps),
+                )
+            )
+        return WaveSlice(tuple(members), len(names))
+
+    @activity.defn(name="cluster_plan")
+    async def cluster_plan(self, input: ClusterPlanInput) -> ClusterUpgradePlan:
+        """One cluster's plan, read by its ClusterUpgrade child from the stored plan."""
+        loaded = await self._load(input.plan)
+        cplan = loaded.clusters.get(input.cluster)
+        if cplan is None:
+            _invalid(f"cluster {input.cluster!r} is not part of plan {input.plan.digest[:12]}")
+        return cplan
+
+    @activity.defn(name="locate_cluster")
+    async def locate_cluster(self, input: LocateInput) -> ClusterLocation:
+        """Stage and wave of a cluster in a stored plan, or why it has none."""
+        loaded = await self._load(input.plan)
+        cplan = loaded.clusters.get(input.cluster)
+        if cplan is None:
+            return ClusterLocation(False)
+        position = loaded.position.get(input.cluster)
+        if position is not None and not cplan.blocked and cplan.steps:
+            return ClusterLocation(True, position[0], position[1], ClusterState.PENDING.value)
+        if cplan.blocked:
+            state = ClusterState.BLOCKED
+        elif not cplan.steps:
+            state = ClusterState.UP_TO_DATE
+        else:
+            state = ClusterState.UNASSIGNED
+        return ClusterLocation(True, state=state.value)
 
     # ---------------------------------------------------------------- preflight and taints
 
@@ -354,14 +650,38 @@ class CalibrationActivities:
 
     @activity.defn(name="replace")
     async def replace(self, input: ReplaceInput) -> ReplaceResult:
-        """Re-run placement on a fresh inventory and write the decisions.
+        """Re-place the workloads this cluster's step can affect and write what changed.
 
         With ``upcoming_version`` the cluster is placed as if it ran that version, so workloads
         it would break move away before the patch. Unschedulable workloads keep their current
         decision (writing an empty one would evict them everywhere). ``stranded`` names those
         that run on the cluster and were rejected there; before a step that means the step would
         break them, so nothing is written and the workflow must not run the step.
+
+        Cost in proportion to the step: only ``affected_workloads`` are placed, and only decisions
+        that differ from the stored ones are written. Each write is a compare-and-swap on the
+        workload's version as this inventory read it; a workload another cluster's placement
+        changed meanwhile is re-read and recomputed (a few rounds, then a retryable failure).
         """
+        written = 0
+        conflicts = 0
+        for _ in range(PLACEMENT_ROUNDS):
+            outcome = await self._replace_once(input)
+            if isinstance(outcome, ReplaceResult):
+                return dataclasses.replace(
+                    outcome, written=written + outcome.written, conflicts=conflicts
+                )
+            written += len(outcome.written)
+            conflicts += len(outcome.conflicts)
+            activity.heartbeat(f"{len(outcome.conflicts)} placement conflict(s); re-reading")
+        raise ApplicationError(
+            f"placement for {input.cluster.name}: workloads kept changing under "
+            f"{PLACEMENT_ROUNDS} attempts ({conflicts} conflicts)",
+            type=PLACEMENT_CONFLICT,
+        )
+
+    async def _replace_once(self, input: ReplaceInput) -> ReplaceResult | PlacementWrite:
+        """One read-place-write round; a PlacementWrite with conflicts means "read again"."""
         inv = await self._backend.inventory()
         snapshot = inv.snapshot
         name = input.cluster.name
@@ -370,15 +690,21 @@ class CalibrationActivities:
             if input.upcoming_version:
                 upcoming = KubeVersion.parse(input.upcoming_version)
                 snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
-            result = place(snapshot, now=parse_time(input.now) if input.now else None)
+            affected = affected_workloads(snapshot, current)
+            now = parse_time(input.now) if input.now else None
+            result = (
+                place(dataclasses.replace(snapshot, workloads=affected), now=now)
+                if affected
+                else None
+            )
         except InputError as err:
             _invalid(str(err))
-        before = {w.key: set(w.placement.clusters) for w in snapshot.workloads}
+        before = {w.key: set(w.placement.clusters) for w in affected}
         decisions: list[PlacementDecisionInfo] = []
         moved: list[str] = []
         stranded: list[str] = []
         unschedulable: list[str] = []
-        for decision in result.decisions:
+        for decision in result.decisions if result is not None else ():
             was_here = name in before.get(decision.workload, set())
             if decision.unschedulable:
                 unschedulable.append(decision.workload)
@@ -394,12 +720,20 @@ class CalibrationActivities:
                         ClusterReplicasInfo(c.name, c.replicas) for c in decision.clusters
                     ),
                     reason=input.reason,
+                    resource_version=inv.workload_versions.get(decision.workload, ""),
                 )
             )
+        lists = (_first(moved), _first(stranded), _first(unschedulable))
         if stranded and input.upcoming_version:
-            return ReplaceResult(0, (), tuple(stranded), tuple(unschedulable))
-        await self._backend.write_placement(decisions, input.reason)
-        return ReplaceResult(len(decisions), tuple(moved), tuple(stranded), tuple(unschedulable))
+            return ReplaceResult(0, (), lists[1], lists[2], affected=len(affected))
+        # Called even with nothing to write: an empty call costs no API request, and the backend
+        # sees every placement run (the in-memory fleet records them).
+        write = await self._backend.write_placement(decisions, input.reason)
+        if write.conflicts:
+            return write
+        return ReplaceResult(
+            len(decisions), *lists, affected=len(affected), written=len(write.written)
+        )
 
     # ---------------------------------------------------------------- control plane
 

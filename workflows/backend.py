@@ -23,7 +23,15 @@ Contract every implementation keeps:
   KubeadmControlPlane and MachineDeployment ``spec`` versions;
 * ``add_taint`` / ``remove_taint`` follow the taint contract of DESIGN.md (annotation plus the
   ``calibrator.dev/schedulable`` label) and are idempotent, returning whether they changed anything;
-* ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions;
+* ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions, writes
+  only those that differ from what is stored (so a re-placement costs writes in proportion to
+  what changed), and treats each decision's ``resource_version`` as a compare-and-swap
+  precondition on the workload (the version the inventory read): a workload someone else changed
+  meanwhile is reported in ``PlacementWrite.conflicts`` and not written, so two clusters
+  upgrading side by side never overwrite each other's decisions with stale ones;
+* ``put_blob`` / ``get_blob`` keep immutable, content-addressed documents (the calibration plan)
+  out of workflow history: the key is the SHA-256 of the bytes, a second put of the same key is
+  a no-op, and a missing key is ``NotFoundError``;
 * unknown clusters or objects raise ``NotFoundError`` (the activity turns it into a non-retryable
   failure); any other exception is transient and retried by Temporal;
 * nothing returned ever contains a credential.
@@ -37,7 +45,7 @@ from typing import Protocol
 
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.taints import Effect, Taint
-from workflows.model import ClusterObservation, ClusterRef, PlacementDecisionInfo
+from workflows.model import ClusterObservation, ClusterRef, PlacementDecisionInfo, PlacementWrite
 
 
 class BackendError(Exception):
@@ -56,6 +64,9 @@ class Inventory:
     namespaces: Mapping[str, str] = field(default_factory=dict)
     skipped: Mapping[str, str] = field(default_factory=dict)
     """Clusters left out because their CAPI objects are malformed: name -> reason."""
+    # Per workload key, an opaque version of its stored placement (the FleetWorkload's
+    # resourceVersion): the precondition of a decision computed from this read.
+    workload_versions: Mapping[str, str] = field(default_factory=dict)
 
 
 class FleetBackend(Protocol):
@@ -94,6 +105,14 @@ class FleetBackend(Protocol):
 
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
-    ) -> None:
-        """Write PlacementDecisions (status.decisions) for the given workloads."""
+    ) -> PlacementWrite:
+        """Write the decisions that changed, each only if its workload is still as read."""
+        ...
+
+    async def put_blob(self, digest: str, data: bytes) -> None:
+        """Store ``data`` under its SHA-256 hex ``digest`` (idempotent; never overwritten)."""
+        ...
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The bytes stored under ``digest`` (NotFoundError if there are none)."""
         ...

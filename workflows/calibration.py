@@ -5,12 +5,15 @@ domain code is imported through ``imports_passed_through`` and everything else h
 activities. The rules below are the product's safety promises, so they are spelled out here.
 
 FleetCalibration
-  plan (inventory + plan activities, so the plan is in history) -> for each stage: approval gate ->
+  plan (one activity: inventory, plan, store the plan by digest; history keeps the digest and a
+  bounded summary, so payloads do not grow with the fleet) -> for each stage: approval gate ->
   waves in order, a wave's clusters at once (the planner already split groups into waves of at
   most ``maxConcurrency``) -> soak -> next stage. A cluster starts only while the run is neither
   paused, aborted nor over its failure budget, and only inside its maintenance window (evaluated
-  on the workflow clock). Each cluster is a ``ClusterUpgrade`` child that reports every
-  transition back by signal, so the ``progress`` query shows stage, cluster and step states.
+  on the workflow clock). A wave's members are read from the stored plan in bounded slices; each
+  cluster is a ``ClusterUpgrade`` child that reads its own plan by digest and reports every
+  transition back by signal, so the ``progress`` query shows stage, cluster and step states:
+  counts for every cluster, detail for those in flight, failed or just finished.
   Failure budget ``maxFailures`` (default 0): a cluster counts as failed while it waits for a
   decision and after it gave up. Over budget the run is *halted*: running clusters finish their
   current work, nothing new starts, and the run resumes when a retry succeeds or a failed cluster
@@ -58,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.model import (
         FAILED_CLUSTER_STATES,
         FINAL_CLUSTER_STATES,
+        SAMPLE_LIMIT,
         AbortRequest,
         Ack,
         ApproveRequest,
@@ -67,19 +71,22 @@ with workflow.unsafe.imports_passed_through():
         CalibrationProgress,
         CheckInput,
         ClusterCommand,
+        ClusterLocation,
+        ClusterPlanInput,
         ClusterProgress,
+        ClusterRef,
         ClusterReport,
         ClusterState,
         ClusterUpgradeInput,
         ClusterUpgradePlan,
         Decision,
-        FleetPlan,
-        InventoryInput,
+        LocateInput,
         PatchControlPlaneInput,
         PatchWorkersInput,
         PauseRequest,
         Phase,
         PlanInput,
+        PlanSummary,
         PoolVersion,
         PreflightInput,
         ReplaceInput,
@@ -96,6 +103,8 @@ with workflow.unsafe.imports_passed_through():
         VerifyInput,
         WaitControlPlaneInput,
         WaitWorkersInput,
+        WaveInput,
+        WaveMember,
         WindowPlan,
     )
     from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
@@ -118,6 +127,21 @@ def _short_options(options: CalibrationOptions) -> dict[str, Any]:
             initial_interval=timedelta(seconds=1),
             maximum_interval=timedelta(seconds=30),
             maximum_attempts=5,
+            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
+        ),
+    }
+
+
+def _read_options(options: CalibrationOptions) -> dict[str, Any]:
+    """Reads of the stored plan: retried until the store answers, except for a missing plan.
+
+    An outage of the store pauses the run instead of failing it; the plan itself cannot change.
+    """
+    return {
+        "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=60),
             non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
         ),
     }
@@ -151,6 +175,14 @@ def describe_failure(err: BaseException) -> str:
     return str(cause)
 
 
+# Members per ``wave`` activity call: a wave of any size enters history in bounded slices.
+WAVE_SLICE = 200
+
+
+def _skipped_message(reason: str) -> str:
+    return f"skipped before it started: {reason}".rstrip(": ")
+
+
 class _StepFailed(Exception):
     """A check inside the workflow failed (verification, compatibility, preflight, placement)."""
 
@@ -167,21 +199,36 @@ class ClusterUpgrade:
     @workflow.init
     def __init__(self, input: ClusterUpgradeInput) -> None:
         self._input = input
-        plan = input.plan
-        self._progress = ClusterProgress(
-            name=plan.cluster.name,
-            stage=input.stage,
-            state=ClusterState.PENDING,
-            from_version=plan.control_plane_from,
-            target=input.target,
-            window="" if plan.window is None else plan.window.description,
-            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
+        # The plan arrives with the input (small runs, older parents) or is read by digest from
+        # the stored plan as the first thing ``run`` does; until then progress has no steps.
+        self._plan = (
+            input.plan
+            if input.plan is not None
+            else ClusterUpgradePlan(
+                cluster=ClusterRef(input.cluster),
+                control_plane_from="",
+                workers_from=None,
+                pools=(),
+                steps=(),
+            )
         )
+        self._progress = self._initial_progress(self._plan)
         self._paused = False
         self._abort_reason: str | None = None
         self._waiting = False
         self._decision: Decision | None = None
         self._phase_attr = ClusterState.PENDING
+
+    def _initial_progress(self, plan: ClusterUpgradePlan) -> ClusterProgress:
+        return ClusterProgress(
+            name=plan.cluster.name,
+            stage=self._input.stage,
+            state=ClusterState.PENDING,
+            from_version=plan.control_plane_from,
+            target=self._input.target,
+            window="" if plan.window is None else plan.window.description,
+            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
+        )
 
     # ------------------------------------------------------------------ handlers
 
@@ -228,7 +275,18 @@ class ClusterUpgrade:
     async def run(self, input: ClusterUpgradeInput) -> ClusterProgress:
         """Run the cluster's upgrade; returns its final progress (also reported to the parent)."""
         validate_cluster_upgrade_input(input)  # started by any client: check first
-        plan = input.plan
+        if input.plan is None:
+            if input.plan_ref is None:
+                raise ApplicationError(
+                    "ClusterUpgrade needs a plan or a plan reference", non_retryable=True
+                )
+            self._plan = await workflow.execute_activity_method(
+                CalibrationActivities.cluster_plan,
+                ClusterPlanInput(input.plan_ref, input.cluster),
+                **_read_options(input.options),
+            )
+            self._progress = self._initial_progress(self._plan)
+        plan = self._plan
         await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
         if not await self._guarded("preflight", self._preflight):
             return self._progress
@@ -261,7 +319,7 @@ class ClusterUpgrade:
     # ------------------------------------------------------------------ the parts
 
     async def _preflight(self) -> None:
-        plan = self._input.plan
+        plan = self._plan
         result = await workflow.execute_activity_method(
             CalibrationActivities.preflight,
             PreflightInput(
@@ -278,7 +336,7 @@ class ClusterUpgrade:
 
     def _taint(self) -> TaintInput:
         return TaintInput(
-            cluster=self._input.plan.cluster,
+            cluster=self._plan.cluster,
             key=UPGRADING_TAINT_KEY,
             effect=UPGRADING_EFFECT,
             value=self._input.calibration_id,
@@ -299,13 +357,13 @@ class ClusterUpgrade:
         self._set(tainted=False)
 
     async def _place(self, what: str, upcoming: str | None, step_id: str = "") -> None:
-        name = self._input.plan.cluster.name
+        name = self._plan.cluster.name
         self._set(message=f"placement {what}")
         result = await workflow.execute_activity_method(
             CalibrationActivities.replace,
             ReplaceInput(
                 calibration_id=self._input.calibration_id,
-                cluster=self._input.plan.cluster,
+                cluster=self._plan.cluster,
                 reason=f"{name}: {what}",
                 step_id=step_id,
                 upcoming_version=upcoming,
@@ -321,7 +379,7 @@ class ClusterUpgrade:
 
     async def _run_step(self, step: StepPlan) -> None:
         opts = self._input.options
-        ref = self._input.plan.cluster
+        ref = self._plan.cluster
         self._step(step.index, activity="patch")
         # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
         self._set(touched=True)
@@ -364,7 +422,7 @@ class ClusterUpgrade:
                 )
             )
         self._step(step.index, activity="place")
-        steps = self._input.plan.steps
+        steps = self._plan.steps
         upcoming = steps[step.index + 1].version if step.index + 1 < len(steps) else None
         await self._place(
             f"after step {step.index + 1}/{len(steps)} ({step.describe()})", upcoming, step.step_id
@@ -373,7 +431,7 @@ class ClusterUpgrade:
     async def _roll_pools(self, step: StepPlan) -> None:
         """Patch and wait pool by pool, at most ``worker_concurrency`` MachineDeployments at once."""
         opts = self._input.options
-        ref = self._input.plan.cluster
+        ref = self._plan.cluster
         limit = asyncio.Semaphore(max(1, opts.worker_concurrency))
 
         async def roll(pool: PoolVersion) -> None:
@@ -479,7 +537,7 @@ class ClusterUpgrade:
 
     async def _boundary(self) -> bool:
         """Between steps: honour pause, abort and the maintenance window. False = aborted."""
-        window = _window(self._input.plan.window)
+        window = _window(self._plan.window)
         while True:
             if self._abort_reason is not None:
                 return False
@@ -568,17 +626,23 @@ class FleetCalibration:
         self._input = input
         info = workflow.info()
         checkpoint = input.checkpoint
-        self._plan: FleetPlan | None = None
+        self._plan: PlanSummary | None = None
         self._approved: set[str] = set()
         self._pause_reason = ""
+        # Detail of the clusters in flight, the failed ones and the last finished ones; every
+        # cluster of the plan is in ``_counts`` by state (bounded payloads: docs/decisions.md).
         self._clusters: dict[str, ClusterProgress] = {}
-        self._skipped: dict[str, str] = {}  # clusters the inventory could not read: reason
+        self._counts: dict[str, int] = {}
+        self._members: dict[str, WaveMember] = {}  # loaded, not yet started
+        self._skip_ahead: dict[str, str] = {}  # clusters of later waves skipped: reason
         self._stages: list[StageProgress] = []
         if checkpoint is not None:
-            self._plan = checkpoint.plan
+            self._plan = checkpoint.summary
             self._approved = set(checkpoint.approved)
             self._pause_reason = checkpoint.pause_reason
             self._clusters = {c.name: c for c in checkpoint.progress.clusters}
+            self._counts = dict(checkpoint.progress.counts)
+            self._skip_ahead = dict(checkpoint.skip_ahead)
             self._stages = list(checkpoint.progress.stages)
             self._progress = replace(checkpoint.progress, runs=checkpoint.progress.runs + 1)
         else:
@@ -606,7 +670,7 @@ class FleetCalibration:
         return bool(self._progress.abort_reason)
 
     def _failures(self) -> int:
-        return sum(1 for c in self._clusters.values() if c.state in FAILED_CLUSTER_STATES)
+        return sum(self._counts.get(state.value, 0) for state in FAILED_CLUSTER_STATES)
 
     def _max_failures(self) -> int:
         return 0 if self._plan is None else self._plan.max_failures
@@ -615,7 +679,8 @@ class FleetCalibration:
         return self._failures() > self._max_failures()
 
     def _started(self, name: str) -> bool:
-        return self._clusters[name].started_at is not None
+        current = self._clusters.get(name)
+        return current is not None and current.started_at is not None
 
     def _active(self) -> list[str]:
         """Clusters whose child runs (possibly waiting for a decision)."""
@@ -673,8 +738,10 @@ class FleetCalibration:
         current = self._clusters.get(incoming.name)
         if current is None or current.state in FINAL_CLUSTER_STATES:
             return
-        self._clusters[incoming.name] = replace(
-            incoming, stage=current.stage, window=current.window, started_at=current.started_at
+        self._put(
+            replace(
+                incoming, stage=current.stage, window=current.window, started_at=current.started_at
+            )
         )
         self._touch()
 
@@ -737,27 +804,69 @@ class FleetCalibration:
 
     @workflow.update
     async def skip(self, request: SkipRequest) -> Ack:
-        """Leave a cluster out: before it starts, or instead of retrying its failed step."""
-        current = self._clusters[request.cluster]
+        """Leave a cluster out: before it starts, or instead of retrying its failed step.
+
+        A cluster of a later wave is not loaded yet: the stored plan says where it is (an
+        activity), and the skip is kept until its wave loads.
+        """
+        name = request.cluster
+        if name not in self._clusters:
+            assert self._plan is not None
+            where = await workflow.execute_activity_method(
+                CalibrationActivities.locate_cluster,
+                LocateInput(self._plan.plan, name),
+                **_short_options(self._input.options),
+            )
+            if name not in self._clusters:  # its wave did not load meanwhile
+                self._skip_ahead_or_refuse(name, where, request.reason)
+                self._touch()
+                return Ack(self._phase().value, f"{name} skipped")
+        current = self._clusters[name]
         if current.state == ClusterState.WAITING_FOR_DECISION:
-            await self._command(request.cluster, ClusterCommand("skip", request.reason))
-            return Ack(self._phase().value, f"{request.cluster}: skip sent to its upgrade")
-        self._clusters[request.cluster] = replace(
-            current,
-            state=ClusterState.SKIPPED,
-            finished_at=workflow.now(),
-            message=f"skipped before it started: {request.reason}".rstrip(": "),
-            steps=tuple(replace(s, state=StepState.SKIPPED) for s in current.steps),
+            await self._command(name, ClusterCommand("skip", request.reason))
+            return Ack(self._phase().value, f"{name}: skip sent to its upgrade")
+        if self._started(name) or current.state not in (
+            ClusterState.PENDING,
+            ClusterState.WAITING_FOR_WINDOW,
+        ):  # it started while the handler waited for the activity above
+            raise ApplicationError(f"cluster {name} is {current.state.value}: too late to skip")
+        self._put(
+            replace(
+                current,
+                state=ClusterState.SKIPPED,
+                finished_at=workflow.now(),
+                message=_skipped_message(request.reason),
+                steps=tuple(replace(s, state=StepState.SKIPPED) for s in current.steps),
+            )
         )
+        self._members.pop(name, None)
         self._touch()
-        return Ack(self._phase().value, f"{request.cluster} skipped")
+        return Ack(self._phase().value, f"{name} skipped")
+
+    def _skip_ahead_or_refuse(self, name: str, where: ClusterLocation, reason: str) -> None:
+        """Record the skip of a cluster of a later wave, or refuse it with the reason."""
+        if not where.found:
+            raise ApplicationError(f"cluster {name!r} is not part of this calibration")
+        if where.state != ClusterState.PENDING.value:
+            raise ApplicationError(
+                f"cluster {name} is {where.state}: skip applies before it starts or while it "
+                "waits for a decision"
+            )
+        if name in self._skip_ahead:
+            raise ApplicationError(f"cluster {name} is already skipped")
+        here = (self._progress.stage_index, self._progress.wave_index)
+        if (where.stage, where.wave) < here:
+            raise ApplicationError(f"cluster {name} has already run (stage {where.stage + 1})")
+        self._skip_ahead[name] = reason
+        self._count(ClusterState.PENDING, -1)
+        self._count(ClusterState.SKIPPED, 1)
 
     @skip.validator
     def _validate_skip(self, request: SkipRequest) -> None:
         self._require_running()
         current = self._clusters.get(request.cluster)
         if current is None:
-            raise ValueError(f"cluster {request.cluster!r} is not part of this calibration")
+            return  # not loaded: the handler asks the stored plan
         waiting_to_start = not self._started(request.cluster) and current.state in (
             ClusterState.PENDING,
             ClusterState.WAITING_FOR_WINDOW,
@@ -835,14 +944,14 @@ class FleetCalibration:
             stage = plan.stages[index]
             if not await self._open_gate(index):
                 break
-            while self._progress.wave_index < len(stage.waves):
+            while self._progress.wave_index < stage.waves:
                 if not await self._gate():
                     break
-                await self._run_wave(index, stage.waves[self._progress.wave_index])
+                await self._run_wave(index, self._progress.wave_index)
                 self._progress = replace(self._progress, wave_index=self._progress.wave_index + 1)
                 self._touch()
                 await self._maybe_continue_as_new()
-            if self._must_stop() or self._progress.wave_index < len(stage.waves):
+            if self._must_stop() or self._progress.wave_index < stage.waves:
                 break
             await self._soak(index)
             if self._aborted:
@@ -853,28 +962,23 @@ class FleetCalibration:
             await self._maybe_continue_as_new()
         return await self._finish()
 
-    async def _make_plan(self, input: CalibrationInput) -> FleetPlan:
-        snapshot = input.snapshot
-        namespaces: dict[str, str] = {}
-        opts = _short_options(input.options)
+    async def _make_plan(self, input: CalibrationInput) -> PlanSummary:
+        """Inventory and plan in one activity that stores the plan and returns its summary.
+
+        Neither the fleet nor the plan enters history (both grow with the fleet, past Temporal's
+        payload limit at 10k clusters): history holds the plan's digest and bounded counts.
+        """
         try:
-            if snapshot is None:
-                inv = await workflow.execute_activity_method(
-                    CalibrationActivities.inventory, InventoryInput(), **opts
-                )
-                snapshot, namespaces = inv.snapshot, inv.namespaces
-                self._skipped = dict(inv.skipped)
             return await workflow.execute_activity_method(
-                CalibrationActivities.plan,
+                CalibrationActivities.plan_fleet,
                 PlanInput(
                     calibration_id=workflow.info().workflow_id,
                     target=input.target,
-                    snapshot=snapshot,
+                    snapshot=input.snapshot,
                     strategy=input.strategy,
                     selector=input.selector,
-                    namespaces=namespaces,
                 ),
-                **opts,
+                **_short_options(input.options),
             )
         except ActivityError as err:
             self._final_phase = Phase.FAILED
@@ -888,51 +992,27 @@ class FleetCalibration:
                 non_retryable=True,
             ) from err
 
-    def _init_progress(self, plan: FleetPlan) -> None:
-        stage_of = {n: s.name for s in plan.stages for w in s.waves for n in w}
-        unassigned = set(plan.unassigned)
-        for cplan in plan.clusters:
-            name = cplan.cluster.name
-            if cplan.blocked:
-                state = ClusterState.BLOCKED
-            elif not cplan.steps:
-                state = ClusterState.UP_TO_DATE
-            elif name in unassigned or name not in stage_of:
-                state = ClusterState.UNASSIGNED
-            else:
-                state = ClusterState.PENDING
-            self._clusters[name] = ClusterProgress(
-                name=name,
-                stage=stage_of.get(name, ""),
-                state=state,
-                from_version=cplan.control_plane_from,
-                target=plan.target,
-                window="" if cplan.window is None else cplan.window.description,
-                steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps),
-                reasons=cplan.reasons,
-            )
-        for name, reason in sorted(self._skipped.items()):  # shown, never touched
-            self._clusters.setdefault(
-                name,
-                ClusterProgress(
-                    name=name,
-                    state=ClusterState.SKIPPED,
-                    message=f"skipped: {reason}",
-                    reasons=(reason,),
-                ),
-            )
+    def _init_progress(self, plan: PlanSummary) -> None:
+        self._counts = dict(plan.counts)
+        for cluster in plan.notable:
+            self._clusters[cluster.name] = cluster
         self._stages = [
             StageProgress(
                 name=s.name,
-                waves=s.waves,
+                waves=(),
                 max_concurrency=s.max_concurrency,
                 soak_seconds=s.soak_seconds,
                 approval=s.approval,
+                wave_count=s.waves,
+                clusters=s.clusters,
             )
             for s in plan.stages
         ]
         self._progress = replace(
-            self._progress, max_failures=plan.max_failures, unassigned=plan.unassigned
+            self._progress,
+            max_failures=plan.max_failures,
+            unassigned=plan.unassigned,
+            total_clusters=plan.clusters,
         )
 
     async def _open_gate(self, index: int) -> bool:
@@ -964,21 +1044,79 @@ class FleetCalibration:
             self._touch()
             await workflow.wait_condition(lambda: self._may_start() or self._must_stop())
 
-    async def _run_wave(self, stage_index: int, wave: tuple[str, ...]) -> None:
+    async def _run_wave(self, stage_index: int, wave_index: int) -> None:
+        """Load the wave's members from the stored plan (bounded slices), run them, settle."""
         assert self._plan is not None
         stage = self._plan.stages[stage_index]
-        self._touch(f"stage {stage.name}: wave {self._progress.wave_index + 1}/{len(stage.waves)}")
+        self._touch(f"stage {stage.name}: wave {wave_index + 1}/{stage.waves}")
+        wave: list[str] = []
+        offset, total = 0, 1
+        while offset < total:
+            part = await workflow.execute_activity_method(
+                CalibrationActivities.wave,
+                WaveInput(self._plan.plan, stage_index, wave_index, offset, WAVE_SLICE),
+                **_read_options(self._input.options),
+            )
+            total = part.total
+            offset += max(1, len(part.members))
+            for member in part.members:
+                wave.append(member.name)
+                self._load_member(stage.name, member)
         for name in wave:
             if self._clusters[name].state == ClusterState.PENDING and not self._started(name):
                 self._tasks[name] = asyncio.create_task(self._run_cluster(stage.name, name))
         await workflow.wait_condition(lambda: all(self._settled(n) for n in wave))
+        for name in wave:
+            self._tasks.pop(name, None)
+            self._members.pop(name, None)
         self._set_stage(stage_index, finished_at=workflow.now())
+        self._prune()
+
+    def _load_member(self, stage: str, member: WaveMember) -> None:
+        """A cluster of the current wave gets its detail entry (pending, or skipped ahead)."""
+        known = self._clusters.get(member.name)
+        if known is not None and (known.state != ClusterState.PENDING or known.started_at):
+            return  # skipped while it waited, or already started
+        ids = member.step_ids or ("",) * len(member.steps)
+        steps = tuple(
+            StepProgress(i, sid, d)
+            for i, (sid, d) in enumerate(zip(ids, member.steps, strict=True))
+        )
+        progress = ClusterProgress(
+            name=member.name,
+            stage=stage,
+            from_version=member.from_version,
+            target=self._progress.target,
+            window="" if member.window is None else member.window.description,
+            steps=steps,
+        )
+        if member.name in self._skip_ahead:  # counted as skipped when the operator asked
+            reason = self._skip_ahead.pop(member.name)
+            self._clusters[member.name] = replace(
+                progress,
+                state=ClusterState.SKIPPED,
+                finished_at=workflow.now(),
+                message=_skipped_message(reason),
+                steps=tuple(replace(s, state=StepState.SKIPPED) for s in steps),
+            )
+            return
+        self._clusters[member.name] = progress
+        self._members[member.name] = member
+
+    def _prune(self) -> None:
+        """Keep detail for clusters in flight, failed ones and the last finished ones only."""
+        finished = [
+            n
+            for n, c in self._clusters.items()
+            if c.state in FINAL_CLUSTER_STATES and c.state not in FAILED_CLUSTER_STATES
+        ]
+        for name in finished[: max(0, len(finished) - SAMPLE_LIMIT)]:
+            del self._clusters[name]
 
     async def _run_cluster(self, stage: str, name: str) -> None:
         """Start one cluster once the run may start it and its window is open; await its end."""
-        assert self._plan is not None
-        cplan = self._plan.cluster(name)
-        window = _window(cplan.window)
+        member = self._members[name]
+        window = _window(member.window)
 
         def skipped() -> bool:
             return self._clusters[name].state == ClusterState.SKIPPED
@@ -1005,7 +1143,7 @@ class FleetCalibration:
             self._set_cluster(
                 name,
                 state=ClusterState.WAITING_FOR_WINDOW,
-                message=f"maintenance window {cplan.window.description if cplan.window else ''} "
+                message=f"maintenance window {member.window.description if member.window else ''} "
                 f"opens {opening:%Y-%m-%d %H:%M} UTC",
             )
             with contextlib.suppress(TimeoutError):
@@ -1014,11 +1152,11 @@ class FleetCalibration:
                     timeout=max(opening - now, MIN_TIMER),
                     timeout_summary=f"window {name}",
                 )
-        await self._start_child(stage, cplan)
+        await self._start_child(stage, member)
 
-    async def _start_child(self, stage: str, cplan: ClusterUpgradePlan) -> None:
+    async def _start_child(self, stage: str, member: WaveMember) -> None:
         assert self._plan is not None
-        name = cplan.cluster.name
+        name = member.name
         self._set_cluster(
             name, state=ClusterState.RUNNING, started_at=workflow.now(), message="starting"
         )
@@ -1030,8 +1168,9 @@ class FleetCalibration:
                     calibration_id=workflow.info().workflow_id,
                     target=target,
                     stage=stage,
-                    plan=cplan,
                     options=self._input.options,
+                    plan_ref=self._plan.plan,
+                    cluster=name,
                 ),
                 id=self._child_id(name),
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
@@ -1044,14 +1183,14 @@ class FleetCalibration:
                         ),
                     ]
                 ),
-                static_summary=f"Upgrade {name} {cplan.control_plane_from} → {target} "
-                f"({len(cplan.steps)} steps, stage {stage})",
+                static_summary=f"Upgrade {name} {member.from_version} → {target} "
+                f"({len(member.steps)} steps, stage {stage})",
                 static_details="\n".join(
                     [f"Calibration `{workflow.info().workflow_id}`, stage {stage}", ""]
-                    + [f"{s.index + 1}. {s.describe()}" for s in cplan.steps]
+                    + [f"{i + 1}. {d}" for i, d in enumerate(member.steps)]
                     + (
-                        [f"\nMaintenance window: {cplan.window.description}"]
-                        if cplan.window
+                        [f"\nMaintenance window: {member.window.description}"]
+                        if member.window
                         else []
                     )
                 ),
@@ -1072,8 +1211,13 @@ class FleetCalibration:
             return
         current = self._clusters[name]
         if current.state not in FINAL_CLUSTER_STATES or current.state != final.state:
-            self._clusters[name] = replace(
-                final, stage=current.stage, window=current.window, started_at=current.started_at
+            self._put(
+                replace(
+                    final,
+                    stage=current.stage,
+                    window=current.window,
+                    started_at=current.started_at,
+                )
             )
             self._touch()
 
@@ -1120,10 +1264,11 @@ class FleetCalibration:
                 selector=self._input.selector,
                 options=self._input.options,
                 checkpoint=CalibrationCheckpoint(
-                    plan=self._plan,
                     progress=self._snapshot(),
                     approved=tuple(sorted(self._approved)),
                     pause_reason=self._pause_reason,
+                    summary=self._plan,
+                    skip_ahead=tuple(sorted(self._skip_ahead.items())),
                 ),
             )
         )
@@ -1144,6 +1289,10 @@ class FleetCalibration:
                     finished_at=now,
                     message=f"not started: {reason}",
                 )
+        # Clusters of waves that never loaded have no detail: they are counts only.
+        left = self._counts.pop(ClusterState.PENDING.value, 0)
+        if left:
+            self._count(ClusterState.NOT_STARTED, left)
         for i, stage in enumerate(self._stages):
             if stage.state in (StageState.PENDING, StageState.AWAITING_APPROVAL):
                 self._set_stage(i, state=StageState.NOT_STARTED)
@@ -1176,8 +1325,23 @@ class FleetCalibration:
         return f"{workflow.info().workflow_id}/{name}"
 
     def _set_cluster(self, name: str, **changes: Any) -> None:
-        self._clusters[name] = replace(self._clusters[name], **changes)
+        self._put(replace(self._clusters[name], **changes))
         self._touch()
+
+    def _count(self, state: ClusterState, delta: int) -> None:
+        value = self._counts.get(state.value, 0) + delta
+        if value:
+            self._counts[state.value] = value
+        else:
+            self._counts.pop(state.value, None)
+
+    def _put(self, progress: ClusterProgress) -> None:
+        """Store a cluster's detail and keep the per-state counts in step with it."""
+        old = self._clusters.get(progress.name)
+        if old is not None and old.state != progress.state:
+            self._count(old.state, -1)
+            self._count(progress.state, 1)
+        self._clusters[progress.name] = progress
 
     def _set_stage(self, index: int, **changes: Any) -> None:
         self._stages[index] = replace(self._stages[index], **changes)
@@ -1190,6 +1354,7 @@ class FleetCalibration:
             failures=self._failures(),
             stages=tuple(self._stages),
             clusters=tuple(self._clusters.values()),
+            counts=dict(sorted(self._counts.items())),
         )
 
     def _touch(self, message: str | None = None) -> None:
@@ -1207,15 +1372,13 @@ class FleetCalibration:
         workflow.set_current_details(self._details(phase))
 
     def _details(self, phase: Phase) -> str:
-        counts: dict[str, int] = {}
-        for c in self._clusters.values():
-            counts[c.state.value] = counts.get(c.state.value, 0) + 1
+        counts = self._counts
         stage = ""
         if self._plan is not None and self._progress.stage_index < len(self._plan.stages):
             s = self._plan.stages[self._progress.stage_index]
             stage = (
                 f" · stage {s.name} ({self._progress.stage_index + 1}/{len(self._plan.stages)}), "
-                f"wave {min(self._progress.wave_index + 1, len(s.waves))}/{len(s.waves)}"
+                f"wave {min(self._progress.wave_index + 1, s.waves)}/{s.waves}"
             )
         lines = [f"**{phase.value}** → {self._progress.target}{stage}"]
         if self._progress.message:

@@ -52,9 +52,15 @@ What it reads and writes:
   dropped (a deleted cluster runs nothing). ``write_placement`` server-side applies, per workload,
   the ``status.decisions`` of its PlacementDecision (same name, owned by the FleetWorkload;
   ``{clusterName, replicas, reason}`` strings, the Argo CD clusterDecisionResource duck type) and
-  the FleetWorkload's status. Missing CRDs, a decision for a workload without a FleetWorkload, or
+  the FleetWorkload's status, only where the decision changed and conditionally on the
+  FleetWorkload's ``resourceVersion`` as the inventory read it (see ``fleetapi``). Missing CRDs, a decision for a workload without a FleetWorkload, or
   a FleetWorkload the snapshot rules reject raise ``NotFoundError`` / ``BackendError`` naming the
   object and the remedy.
+
+* **Blobs** (the calibration plan, kept out of workflow history): immutable ConfigMaps in the
+  backend's namespace (``default`` when it watches all), named ``calibrator-blob-<sha256>`` (and
+  ``-<n>`` for further chunks), gzip-compressed in ``binaryData`` chunks of at most 900 kB so any
+  plan fits under etcd's object limit. Reads verify the SHA-256 of the reassembled bytes.
 
 404s become ``NotFoundError``; anything else propagates and is retried by Temporal. Nothing
 returned contains a credential.
@@ -63,7 +69,10 @@ returned contains a credential.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import gzip
+import hashlib
 import re
 import threading
 from collections import Counter
@@ -87,13 +96,14 @@ from orchestrator.domain.taints import (
 )
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, fleetapi, workload
-from orchestrator.kube.client import api_client, dynamic
+from orchestrator.kube.client import FIELD_MANAGER, api_client, dynamic
 from workflows.backend import BackendError, Inventory, NotFoundError
 from workflows.model import (
     ClusterObservation,
     ClusterRef,
     ComponentObservation,
     PlacementDecisionInfo,
+    PlacementWrite,
     TaintInfo,
 )
 
@@ -111,6 +121,10 @@ CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 MERGE_PATCH = "application/merge-patch+json"
+CONFIG_MAP = ("v1", "ConfigMap")
+BLOB_PREFIX = "calibrator-blob-"
+BLOB_CHUNKS_ANNOTATION = "calibrator.dev/chunks"
+BLOB_CHUNK_BYTES = 900_000
 CONFLICT_RETRIES = 5
 
 T = TypeVar("T")
@@ -613,7 +627,12 @@ class KubeFleetBackend:
             )
             namespaces = {n: namespaces[n] for n in names}
             skipped = {n: r for n, r in skipped.items() if n in keep}
-        return Inventory(snapshot, namespaces, skipped)
+        return Inventory(
+            snapshot,
+            namespaces,
+            skipped=skipped,
+            workload_versions=fleetapi.workload_versions(fleet_workloads),
+        )
 
     # ------------------------------------------------------------------ writes (sync)
 
@@ -859,23 +878,86 @@ class KubeFleetBackend:
             return changed
         raise BackendError(f"taints of {ref.name}: too many conflicting writers")  # not reached
 
-    def _write_placement(self, decisions: Sequence[PlacementDecisionInfo], reason: str) -> None:
+    def _write_placement(
+        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+    ) -> PlacementWrite:
         todo = [
             fleetapi.Decision(
                 d.workload,
                 tuple((c.cluster, c.replicas) for c in d.clusters),
                 d.reason or reason,
+                d.resource_version,
             )
             for d in decisions
         ]
         try:
-            written = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
+            outcome = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
             raise NotFoundError(str(err)) from None
         with self._lock:
-            self.placement_writes += [(w, reason) for w in written]
+            self.placement_writes += [(w, reason) for w in outcome.written]
+        return PlacementWrite(outcome.written, outcome.conflicts)
+
+    # ------------------------------------------------------------------ blobs (sync)
+
+    def _blob_namespace(self) -> str:
+        return self._namespace or "default"
+
+    def _put_blob(self, digest: str, data: bytes) -> None:
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"blob {digest} does not match its content")
+        packed = gzip.compress(data, mtime=0)
+        chunks = [
+            packed[i : i + BLOB_CHUNK_BYTES] for i in range(0, len(packed), BLOB_CHUNK_BYTES)
+        ] or [b""]
+        ns = self._blob_namespace()
+        # Further chunks first: a reader that finds chunk 0 finds them all.
+        for index in [*range(1, len(chunks)), 0]:
+            name = BLOB_PREFIX + digest + (f"-{index}" if index else "")
+            body: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {"app.kubernetes.io/managed-by": "fleet-calibrator"},
+                    "annotations": {BLOB_CHUNKS_ANNOTATION: str(len(chunks))},
+                },
+                "immutable": True,
+                "binaryData": {"data": base64.b64encode(chunks[index]).decode()},
+            }
+            self._res(CONFIG_MAP).server_side_apply(
+                body=body,
+                name=name,
+                namespace=ns,
+                field_manager=FIELD_MANAGER,
+                force_conflicts=True,
+            )
+
+    def _get_blob(self, digest: str) -> bytes:
+        ns = self._blob_namespace()
+        first = self._get(CONFIG_MAP, ns, BLOB_PREFIX + digest)
+        count = int(_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
+        parts = [first] + [
+            self._get(CONFIG_MAP, ns, f"{BLOB_PREFIX}{digest}-{i}") for i in range(1, count)
+        ]
+        packed = b"".join(
+            base64.b64decode((p.get("binaryData") or {}).get("data", "")) for p in parts
+        )
+        data = gzip.decompress(packed)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise BackendError(f"blob {digest}: stored bytes do not match the digest")
+        return data
 
     # ------------------------------------------------------------------ FleetBackend
+
+    async def put_blob(self, digest: str, data: bytes) -> None:
+        """Store an immutable, content-addressed document as ConfigMap chunks."""
+        await asyncio.to_thread(self._put_blob, digest, data)
+
+    async def get_blob(self, digest: str) -> bytes:
+        """Read and verify a document stored by ``put_blob``."""
+        return await asyncio.to_thread(self._get_blob, digest)
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
         """The fleet from LIST calls (see the module docstring)."""
@@ -911,6 +993,6 @@ class KubeFleetBackend:
 
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
-    ) -> None:
-        """Write each decision to its PlacementDecision and FleetWorkload status (see above)."""
-        await asyncio.to_thread(self._write_placement, decisions, reason)
+    ) -> PlacementWrite:
+        """Write each changed decision, conditionally on the FleetWorkload as read (see above)."""
+        return await asyncio.to_thread(self._write_placement, decisions, reason)

@@ -250,6 +250,54 @@ class FleetPlan:
         raise KeyError(name)
 
 
+@dataclass(frozen=True)
+class PlanRef:
+    """A FleetPlan stored out of history: SHA-256 of its JSON (content address) and its size.
+
+    The stored document is immutable (a new plan is a new digest), so the digest recorded in
+    history pins exactly what a replay or a retried activity reads.
+    """
+
+    digest: str
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    """A stage as the parent runs it: counts instead of cluster lists."""
+
+    name: str
+    waves: int
+    clusters: int
+    max_concurrency: int
+    soak_seconds: int
+    approval: bool
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What the plan activity returns: bounded whatever the fleet's size.
+
+    ``counts``: clusters per initial state (Pending = will run). ``notable``: detail for at most
+    ``SAMPLE_LIMIT`` clusters that will not run (blocked first, with reasons; then unassigned and
+    up to date); ``unassigned``: at most ``SAMPLE_LIMIT`` names.
+    """
+
+    target: str
+    plan: PlanRef
+    stages: tuple[StageSummary, ...]
+    clusters: int
+    counts: dict[str, int] = field(default_factory=dict)
+    notable: tuple[ClusterProgress, ...] = ()
+    unassigned: tuple[str, ...] = ()
+    findings: int = 0
+    max_failures: int = 0
+
+
+# At most this many names or details in a summary, a progress result or a checkpoint list.
+SAMPLE_LIMIT = 50
+
+
 # --------------------------------------------------------------------------------------------
 # Activity inputs and outputs
 # --------------------------------------------------------------------------------------------
@@ -277,10 +325,66 @@ class PlanInput:
 
     calibration_id: str
     target: str
-    snapshot: dict[str, Any]
+    snapshot: dict[str, Any] | None  # None: the plan activity reads the live inventory
     strategy: dict[str, Any] | None = None
     selector: str | None = None
     namespaces: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WaveInput:
+    """Read part of one wave of a stored plan: members ``offset`` .. ``offset + limit``."""
+
+    plan: PlanRef
+    stage: int
+    wave: int
+    offset: int = 0
+    limit: int = 200
+
+
+@dataclass(frozen=True)
+class WaveMember:
+    """What the parent needs to start one cluster (its full plan stays in the store)."""
+
+    name: str
+    from_version: str
+    steps: tuple[str, ...]  # step descriptions, for the child's static details
+    window: WindowPlan | None = None
+    step_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WaveSlice:
+    """Members of a wave; ``total`` = the wave's size (read on while offset + len < total)."""
+
+    members: tuple[WaveMember, ...]
+    total: int
+
+
+@dataclass(frozen=True)
+class ClusterPlanInput:
+    """Read one cluster's plan from a stored plan (the child does, by digest)."""
+
+    plan: PlanRef
+    cluster: str
+
+
+@dataclass(frozen=True)
+class LocateInput:
+    """Where is ``cluster`` in a stored plan (for an operator's skip of a later cluster)?"""
+
+    plan: PlanRef
+    cluster: str
+
+
+@dataclass(frozen=True)
+class ClusterLocation:
+    """``found`` False = not part of the calibration; else its stage and wave, or its state."""
+
+    found: bool
+    stage: int = -1
+    wave: int = -1
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -350,6 +454,9 @@ class ReplaceResult:
     moved: tuple[str, ...] = ()
     stranded: tuple[str, ...] = ()
     unschedulable: tuple[str, ...] = ()
+    affected: int = 0  # workloads re-placed (hosted on the cluster or able to go there)
+    written: int = 0  # decisions that changed and were written
+    conflicts: int = 0  # compare-and-swap losses that were re-read and recomputed
 
 
 @dataclass(frozen=True)
@@ -530,6 +637,21 @@ class PlacementDecisionInfo:
     clusters: tuple[ClusterReplicasInfo, ...]
     unschedulable: bool = False
     reason: str = ""
+    # The workload's version the decision was computed from (``Inventory.workload_versions``):
+    # the write is a compare-and-swap on it; "" writes unconditionally.
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementWrite:
+    """What ``FleetBackend.write_placement`` did.
+
+    ``written``: decisions that differed from what was stored and were written; ``conflicts``:
+    workloads someone else changed since the inventory read them (nothing written for them).
+    """
+
+    written: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,7 +702,7 @@ class StageProgress:
     """One stage of the rollout."""
 
     name: str
-    waves: tuple[tuple[str, ...], ...]
+    waves: tuple[tuple[str, ...], ...]  # empty since plans are stored: see wave_count
     max_concurrency: int
     soak_seconds: int
     approval: bool
@@ -589,6 +711,8 @@ class StageProgress:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     soak_until: datetime | None = None
+    wave_count: int = 0
+    clusters: int = 0
 
 
 @dataclass(frozen=True)
@@ -611,6 +735,10 @@ class CalibrationProgress:
     stages: tuple[StageProgress, ...] = ()
     clusters: tuple[ClusterProgress, ...] = ()
     unassigned: tuple[str, ...] = ()
+    # Every cluster of the plan by state; ``clusters`` holds detail only for the clusters in
+    # flight, the failed ones and the last finished ones (see docs/decisions.md).
+    counts: dict[str, int] = field(default_factory=dict)
+    total_clusters: int = 0
 
     def cluster(self, name: str) -> ClusterProgress:
         """Progress of one cluster (KeyError if unknown)."""
@@ -627,12 +755,17 @@ class CalibrationProgress:
 
 @dataclass(frozen=True)
 class CalibrationCheckpoint:
-    """State carried across continue-as-new: the plan is never recomputed."""
+    """State carried across continue-as-new: the plan is never recomputed.
 
-    plan: FleetPlan
+    ``summary`` names the stored plan by digest; ``progress`` carries the counts and the bounded
+    detail; ``skip_ahead`` = clusters of later waves the operator skipped (name, reason).
+    """
+
     progress: CalibrationProgress
     approved: tuple[str, ...] = ()
     pause_reason: str = ""
+    summary: PlanSummary | None = None
+    skip_ahead: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -659,8 +792,10 @@ class ClusterUpgradeInput:
     calibration_id: str
     target: str
     stage: str
-    plan: ClusterUpgradePlan
+    plan: ClusterUpgradePlan | None = None  # given directly, or read from ``plan_ref``
     options: CalibrationOptions = CalibrationOptions()
+    plan_ref: PlanRef | None = None
+    cluster: str = ""  # the cluster to read from ``plan_ref``
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,13 @@ def validate_cluster_upgrade_input(input: object) -> None:
     _version(input.target, "target")
     _text(input.stage, "stage", empty=True)
     plan = input.plan
+    if plan is None:  # read from the stored plan by reference (bounded payloads)
+        if input.plan_ref is None:
+            _invalid("a ClusterUpgrade needs a plan or a plan_ref")
+        _text(input.plan_ref.digest, "plan_ref.digest")
+        _text(input.cluster, "cluster")
+        _options(input.options, "options")
+        return
     _text(plan.cluster.name, "plan.cluster.name")
     _version(plan.control_plane_from, "plan.control_plane_from")
     for i, step in enumerate(plan.steps):

@@ -77,7 +77,16 @@ def renderable(doc: dict[str, Any]) -> Table:
     if doc.get("paused"):
         title += " (paused)"
     table = new_table(title, ("Cluster", "Stage", "State", "From", "Tainted", "Message"))
-    table.caption = doc.get("message") or None
+    caption = [str(doc.get("message") or "")]
+    counts = doc.get("counts") or {}
+    if counts:
+        # Large fleets: the rows are the clusters in flight, failed or just finished; the
+        # counts cover every cluster of the plan.
+        total = doc.get("total_clusters") or sum(counts.values())
+        caption.append(
+            f"{total} clusters: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        )
+    table.caption = "\n".join(c for c in caption if c) or None
     for c in doc.get("clusters", []):
         table.add_row(
             c["name"],

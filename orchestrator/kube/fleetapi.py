@@ -9,9 +9,12 @@
   ``list_fleet_workloads`` is the reader: one LIST call.
 * **PlacementDecision writer**: ``write_placement_decisions`` keeps one PlacementDecision per
   FleetWorkload (same namespace and name, label ``calibrator.dev/fleet-workload=<name>``, owned
-  by the FleetWorkload so it is garbage-collected with it) and server-side applies its
-  ``status.decisions`` - ``{clusterName, replicas, reason}``, every value a string, the Argo CD
-  clusterDecisionResource duck type - then the FleetWorkload's status with the same decision.
+  by the FleetWorkload so it is garbage-collected with it). Per workload whose decision differs
+  from what is stored, it server-side applies the FleetWorkload's status - the commit point,
+  with the ``resourceVersion`` the caller's decision was computed from as a precondition - then
+  mirrors the same decision into the PlacementDecision's ``status.decisions`` (``{clusterName,
+  replicas, reason}``, every value a string, the Argo CD clusterDecisionResource duck type),
+  also conditionally, so a writer whose commit was superseded never overwrites a newer mirror.
 
 Conversions are plain functions over dicts (unit-tested without a server); the I/O functions take
 a ``kubernetes.dynamic.DynamicClient`` (or anything with the same ``resources.get`` surface).
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources as package_data
@@ -45,6 +48,8 @@ CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 # Argo CD ApplicationSet clusterDecisionResource duck type of status.decisions.
 STATUS_LIST_KEY = "decisions"
 MATCH_KEY = "clusterName"
+CONFLICT = 409
+MIRROR_RETRIES = 5
 
 
 class ApiMissingError(RuntimeError):
@@ -174,6 +179,15 @@ class Decision:
     workload: str
     clusters: tuple[tuple[str, int], ...]
     reason: str
+    resource_version: str = ""  # the FleetWorkload's, as read: a precondition ("" = none)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """Workloads whose decision was written, and those that changed since they were read."""
+
+    written: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 def decision_rows(decision: Decision) -> list[dict[str, str]]:
@@ -247,14 +261,73 @@ def fleet_workload_status(
     }
 
 
-def _apply(res: Any, body: Mapping[str, Any]) -> None:
-    res.server_side_apply(
+def _status_code(err: BaseException) -> int | None:
+    status = getattr(err, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _apply(res: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Server-side apply; ``metadata.resourceVersion`` in ``body`` makes it conditional (409)."""
+    result = res.server_side_apply(
         body=dict(body),
         name=body["metadata"]["name"],
         namespace=body["metadata"]["namespace"],
         field_manager=FIELD_MANAGER,
         force_conflicts=True,
     )
+    applied: dict[str, Any] = result.to_dict()
+    return applied
+
+
+def _with_version(body: dict[str, Any], resource_version: str) -> dict[str, Any]:
+    if resource_version:
+        body["metadata"]["resourceVersion"] = resource_version
+    return body
+
+
+def stored_clusters(fleet_workload_obj: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The decision a FleetWorkload's status holds (``status.clusters``)."""
+    rows = (fleet_workload_obj.get("status") or {}).get("clusters") or []
+    return tuple((str(r.get("name")), int(r.get("replicas", 0))) for r in rows)
+
+
+def _mirrored(pd: Mapping[str, Any] | None) -> tuple[tuple[str, int], ...] | None:
+    if pd is None:
+        return None
+    rows = (pd.get("status") or {}).get(STATUS_LIST_KEY)
+    if rows is None:
+        return None
+    return tuple((str(r.get(MATCH_KEY)), int(r.get("replicas", 0))) for r in rows)
+
+
+def _mirror(
+    dyn: Any, owner: Mapping[str, Any], decision: Decision, pd: Mapping[str, Any], committed: str
+) -> None:
+    """Write the PlacementDecision status, conditionally on the PlacementDecision read.
+
+    A 409 means another writer mirrored meanwhile: if the FleetWorkload is still at the version
+    this writer committed, its decision is the newest and the mirror is retried on a fresh read;
+    otherwise a later commit exists and that writer mirrors it (ours would be stale).
+    """
+    pds = resource(dyn, PLACEMENT_DECISION)
+    fws = resource(dyn, FLEET_WORKLOAD)
+    meta = _meta(owner)
+    current: Mapping[str, Any] = pd
+    for _ in range(MIRROR_RETRIES):
+        body = _with_version(
+            placement_decision_status(owner, decision), str(_meta(current).get("resourceVersion"))
+        )
+        try:
+            _apply(pds.status, body)
+            return
+        except Exception as err:
+            if _status_code(err) != CONFLICT:
+                raise
+        latest = fws.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
+        if str(_meta(latest).get("resourceVersion")) != committed:
+            return
+        current = pds.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
+    raise RuntimeError(f"PlacementDecision {decision.workload}: too many conflicting writers")
 
 
 def write_placement_decisions(
@@ -262,17 +335,21 @@ def write_placement_decisions(
     decisions: Iterable[Decision],
     namespace: str | None = None,
     now: datetime | None = None,
-) -> list[str]:
-    """Write each decision: PlacementDecision status, then the FleetWorkload's status.
+) -> WriteOutcome:
+    """Write each decision that differs from the stored one: FleetWorkload status, then mirror.
 
-    Two LIST calls (FleetWorkloads, PlacementDecisions), then per workload one status apply of
-    each; the PlacementDecision object itself is applied only when missing or not linked to its
-    FleetWorkload. A decision for a workload that has no FleetWorkload raises WorkloadMissingError naming it.
-    Returns the keys written.
+    Two LIST calls (FleetWorkloads, PlacementDecisions), then per changed workload one
+    conditional status apply of each (the PlacementDecision object itself is applied only when
+    missing or not linked to its FleetWorkload). A decision whose ``resource_version`` no longer
+    matches its FleetWorkload, or whose conditional commit gets a 409, is a conflict: nothing is
+    written for it and the caller re-reads and recomputes. A decision equal to both stored copies
+    writes nothing; one equal to the FleetWorkload's but not to the mirror (a writer that stopped
+    between the two) repairs the mirror. A decision for a workload that has no FleetWorkload
+    raises WorkloadMissingError naming it.
     """
     todo = list(decisions)
     if not todo:
-        return []
+        return WriteOutcome()
     when = now or datetime.now(UTC)
     owners = {
         f"{_meta(o)['namespace']}/{_meta(o)['name']}": o
@@ -288,12 +365,39 @@ def write_placement_decisions(
     pds = resource(dyn, PLACEMENT_DECISION)
     fws = resource(dyn, FLEET_WORKLOAD)
     written: list[str] = []
+    conflicts: list[str] = []
     for d in todo:
         owner = owners[d.workload]
-        current = existing.get(d.workload)
-        if current is None or not _owned_by(current, owner):
-            _apply(pds, placement_decision(owner))
-        _apply(pds.status, placement_decision_status(owner, d))
-        _apply(fws.status, fleet_workload_status(owner, d, when))
+        version = str(_meta(owner).get("resourceVersion"))
+        if d.resource_version and d.resource_version != version:
+            conflicts.append(d.workload)
+            continue
+        pd = existing.get(d.workload)
+        if pd is not None and not _owned_by(pd, owner):
+            pd = None
+        committed_same = stored_clusters(owner) == d.clusters
+        if committed_same and _mirrored(pd) == d.clusters:
+            continue
+        if pd is None:
+            pd = _apply(pds, placement_decision(owner))
+        committed = version
+        if not committed_same:
+            body = _with_version(fleet_workload_status(owner, d, when), d.resource_version)
+            try:
+                committed = str(_meta(_apply(fws.status, body)).get("resourceVersion"))
+            except Exception as err:
+                if _status_code(err) != CONFLICT:
+                    raise
+                conflicts.append(d.workload)
+                continue
+        _mirror(dyn, owner, d, pd, committed)
         written.append(d.workload)
-    return written
+    return WriteOutcome(tuple(written), tuple(conflicts))
+
+
+def workload_versions(objs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``namespace/name`` -> resourceVersion of FleetWorkloads (the writer's preconditions)."""
+    return {
+        f"{_meta(o).get('namespace')}/{_meta(o).get('name')}": str(_meta(o).get("resourceVersion"))
+        for o in objs
+    }

@@ -52,6 +52,7 @@ def dyn(mgmt: client.ApiClient) -> DynamicClient:
 REPO = Path(__file__).resolve().parents[2]
 WORKER_SA = ("calibrator-system", "fleet-calibrator")
 KUBECONFIG_READER = "fleet-calibrator-kubeconfig-reader"
+PLAN_STORE = "fleet-calibrator-plan-store"
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,20 @@ def worker_identity(
 
 def grant_kubeconfig_reader(mgmt: client.ApiClient, namespace: str) -> None:
     """Bind the kubeconfig-secret reader in one fleet namespace (what an operator does)."""
+    _bind(mgmt, namespace, "fleet-calibrator-kubeconfigs", KUBECONFIG_READER)
+
+
+def grant_plan_store(mgmt: client.ApiClient, namespace: str) -> None:
+    """Bind the plan store (ConfigMaps) in the namespace a worker keeps its plans in."""
+    _bind(mgmt, namespace, "fleet-calibrator-plans", PLAN_STORE)
+
+
+def _bind(mgmt: client.ApiClient, namespace: str, name: str, cluster_role: str) -> None:
     sa_namespace, sa_name = WORKER_SA
     body = client.V1RoleBinding(
-        metadata=client.V1ObjectMeta(name="fleet-calibrator-kubeconfigs", namespace=namespace),
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
         role_ref=client.V1RoleRef(
-            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=KUBECONFIG_READER
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=cluster_role
         ),
         subjects=[
             client.RbacV1Subject(kind="ServiceAccount", name=sa_name, namespace=sa_namespace)

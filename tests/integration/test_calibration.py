@@ -43,7 +43,7 @@ from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader
+from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
 from tests.workflows.harness import binary_path
 from workflows import search_attributes
@@ -103,6 +103,7 @@ def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
     namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
     namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     grant_kubeconfig_reader(mgmt, NS)
+    grant_plan_store(mgmt, NS)
     apply_all(dyn, cluster_class_objects(NS))
     for name in TOPOLOGY:
         apply_all(dyn, cluster_objects(name, NS, START, labels={"env": "cal"}))
@@ -112,6 +113,7 @@ def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
         body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRASH_NS}}
     )
     grant_kubeconfig_reader(mgmt, CRASH_NS)
+    grant_plan_store(mgmt, CRASH_NS)
     apply_all(dyn, cluster_class_objects(CRASH_NS))
     apply_all(dyn, cluster_objects("crash-kcp", CRASH_NS, START, topology=False))
     apply_all(dyn, cluster_objects("crash-topo", CRASH_NS, START))
@@ -443,22 +445,21 @@ def test_calibration_converges_the_fleet_through_capi(
     steps = {(p.cluster, p.step_id) for p in backend.patch_log}
     assert len(steps) == len(backend.patch_log)
 
-    # Placement re-ran before the first step, after every step and after the upgrade, and each
-    # run rewrote the workload's PlacementDecision on the API server (seen through a watch).
+    # Placement re-ran before the first step, after every step and after the upgrade (the
+    # replace activities of each child's history), but wrote only decisions that changed
+    # (docs/decisions.md): the workload's first decision, then e.g. its return to a cluster
+    # after that cluster's upgrade - never the same decision again. What the API server stored
+    # (seen through a watch) is what the backend wrote.
     reasons = [r for _, r in backend.placement_writes]
+    assert reasons and reasons[0].endswith(": before the first step"), reasons
+    assert set(decision_reasons) <= set(reasons), (decision_reasons, reasons)
+    assert decision_reasons[-1] == reasons[-1], (decision_reasons, reasons)
+    runs = 0
     for c in result.clusters:
-        mine = [r for r in reasons if r.startswith(f"{c.name}: ")]
-        stored = [r for r in decision_reasons if r.startswith(f"{c.name}: ")]
-        assert f"{c.name}: before the first step" in mine
-        assert f"{c.name}: before the first step" in stored, decision_reasons
-        for i in range(len(c.steps)):
-            step = f"{c.name}: after step {i + 1}/{len(c.steps)} "
-            assert any(r.startswith(step) for r in mine), (c.name, mine)
-            assert any(r.startswith(step) for r in stored), (c.name, decision_reasons)
-        assert f"{c.name}: after the upgrade" in mine
-        assert f"{c.name}: after the upgrade" in stored, decision_reasons
         events, replaces, nsteps = per_cluster[c.name]
         assert replaces == nsteps + 2, (c.name, replaces, nsteps)
+        runs += replaces
+    assert len(reasons) < runs, (len(reasons), runs)
     pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(name="web", namespace=NS)
     rows = pd.to_dict()["status"]["decisions"]
     assert sorted(r["clusterName"] for r in rows) == sorted(CLUSTERS)
@@ -469,7 +470,7 @@ def test_calibration_converges_the_fleet_through_capi(
     fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name="web", namespace=NS).to_dict()
     assert sorted(c["name"] for c in fw["status"]["clusters"]) == sorted(CLUSTERS)
     assert pd.to_dict()["metadata"]["ownerReferences"][0]["uid"] == fw["metadata"]["uid"]
-    print(f"PlacementDecision rewrites seen by the watch: {len(decision_reasons)}")
+    print(f"PlacementDecision writes: {len(reasons)} for {runs} placement runs")
 
     # Measurements for the docs.
     rollouts: dict[str, float] = {}

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +338,63 @@ def test_backend_fails_clearly_without_crds_and_up_reinstalls_them(
     assert sorted(crds) == sorted(fleetapi.CRD_NAMES)
     assert all(_condition(c, "Established") == "True" for c in crds.values())
     assert asyncio.run(backend.inventory()).snapshot.workloads == ()
+
+
+def test_placement_writes_are_compare_and_swap_on_the_real_apiserver(
+    dyn: DynamicClient, mgmt: client.ApiClient, namespace: str
+) -> None:
+    """Two placements computed from one read: the second is refused (409), not written.
+
+    Pins the API server behaviour the per-workload serialisation rests on: a server-side apply
+    of the status carrying ``metadata.resourceVersion`` is conditional (docs/decisions.md).
+    """
+    web = _set(_set(VALID, "metadata.name", "web-cas"), "spec.placement.clusters", ["a"])
+    apply_all(dyn, [web])
+    backend = KubeFleetBackend(mgmt, namespace)
+    key = f"{namespace}/web-cas"
+    # The versions KubeFleetBackend's inventory hands to the placement (same LIST).
+    read = fleetapi.workload_versions(fleetapi.list_fleet_workloads(dyn, NS))[key]
+
+    def decision(cluster: str, reason: str) -> PlacementDecisionInfo:
+        return PlacementDecisionInfo(
+            key, (ClusterReplicasInfo(cluster, 1),), reason=reason, resource_version=read
+        )
+
+    first = asyncio.run(backend.write_placement([decision("b", "b: after step 1/1")], "b"))
+    assert first.written == (key,) and first.conflicts == ()
+    stale = asyncio.run(backend.write_placement([decision("a", "a: after step 1/1")], "a"))
+    assert stale.written == () and stale.conflicts == (key,)
+    fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name="web-cas", namespace=NS)
+    assert fleetapi.stored_clusters(fw.to_dict()) == (("b", 1),)
+    pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(name="web-cas", namespace=NS)
+    assert [r["clusterName"] for r in pd.to_dict()["status"]["decisions"]] == ["b"]
+    # The conditional apply itself, below the backend's early version check: a 409.
+    body = fleetapi.fleet_workload_status(
+        fw.to_dict(), fleetapi.Decision(key, (("a", 1),), "stale"), datetime.now(UTC)
+    )
+    body["metadata"]["resourceVersion"] = read
+    with pytest.raises(Exception) as refused:
+        fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).status.server_side_apply(
+            body=body, name="web-cas", namespace=NS, field_manager="fleet-calibrator"
+        )
+    assert getattr(refused.value, "status", None) == 409
+    # Unchanged decisions write nothing (the resourceVersion stays).
+    before = fw.to_dict()["metadata"]["resourceVersion"]
+    fresh = fleetapi.workload_versions(fleetapi.list_fleet_workloads(dyn, NS))[key]
+    same = PlacementDecisionInfo(key, (ClusterReplicasInfo("b", 1),), resource_version=fresh)
+    assert asyncio.run(backend.write_placement([same], "b")).written == ()
+    fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name="web-cas", namespace=NS)
+    assert fw.to_dict()["metadata"]["resourceVersion"] == before
+
+
+def test_plan_blobs_round_trip_through_immutable_config_maps(
+    mgmt: client.ApiClient, namespace: str
+) -> None:
+    data = json.dumps({"clusters": [f"c{i:05d}" for i in range(100_000)]}).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    backend = KubeFleetBackend(mgmt, namespace)
+    asyncio.run(backend.put_blob(digest, data))
+    asyncio.run(backend.put_blob(digest, data))  # idempotent on immutable objects
+    assert asyncio.run(backend.get_blob(digest)) == data
+    with pytest.raises(NotFoundError):
+        asyncio.run(backend.get_blob("0" * 64))

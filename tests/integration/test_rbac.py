@@ -7,6 +7,7 @@ and every Secret read outside a bound namespace, is refused with 403.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from kubernetes.client import ApiException
 
 from orchestrator.kube import capi
 from orchestrator.kube.client import dynamic
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader
+from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
@@ -30,6 +31,7 @@ def namespaces(mgmt: client.ApiClient) -> None:
     for ns in (BOUND, UNBOUND):
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     grant_kubeconfig_reader(mgmt, BOUND)
+    grant_plan_store(mgmt, BOUND)
     secret = client.V1Secret(
         metadata=client.V1ObjectMeta(name="x-kubeconfig"), string_data={"value": "not used"}
     )
@@ -80,6 +82,13 @@ def test_writes_outside_the_role_are_refused(
             "clusters",
             {"apiVersion": capi.CLUSTER[0], "kind": "Cluster", "metadata": {"name": "rogue"}},
         ),
+        "create a ConfigMap where the plan store is not bound": lambda: (
+            core.create_namespaced_config_map(
+                UNBOUND, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="calibrator-blob-x"))
+            )
+        ),
+        "delete a stored plan": lambda: core.delete_namespaced_config_map("any", BOUND),
+        "list stored plans": lambda: core.list_namespaced_config_map(BOUND),
         "delete a PlacementDecision": lambda: custom.delete_namespaced_custom_object(
             "calibrator.dev", "v1alpha1", BOUND, "placementdecisions", "any"
         ),
@@ -120,5 +129,10 @@ def test_the_role_is_enough_for_an_inventory_and_a_kubeconfig_read(
     assert inventory.snapshot.clusters == ()
     secret = client.CoreV1Api(api).read_namespaced_secret("x-kubeconfig", BOUND)
     assert secret.metadata is not None and secret.metadata.name == "x-kubeconfig"
+    # The plan store: immutable ConfigMaps created by server-side apply, read back by digest.
+    data = b'{"plan": "stored out of history"}'
+    digest = hashlib.sha256(data).hexdigest()
+    asyncio.run(KubeFleetBackend(api, namespace=BOUND).put_blob(digest, data))
+    assert asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest)) == data
     # The dynamic client's discovery works under the role too (what the backend builds on).
     assert dynamic(api).resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])

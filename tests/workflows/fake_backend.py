@@ -7,13 +7,19 @@ can assert the product's promises (taint during every patch, placement after eve
 N clusters upgrading at once, no step applied twice) without looking inside the workflows.
 
 Knobs for failure tests: ``hold`` (a cluster's rollouts stop progressing until ``release``),
-``fail_times`` (transient errors on a backend call), ``wrong_kubelet`` (verification mismatch).
+``fail_times`` (transient errors on a backend call), ``wrong_kubelet`` (verification mismatch),
+``before_write`` (runs once at the start of the next placement write: a concurrent writer).
+
+Placement writes behave like the kube backend's: each workload has a version that every write
+bumps, a decision carrying an older version is a conflict (not written), and a decision equal to
+the stored one is not written; ``placement_writes`` lists every write. Blobs live in a dict.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from orchestrator.domain.snapshot import (
@@ -31,6 +37,7 @@ from workflows.model import (
     ClusterRef,
     ComponentObservation,
     PlacementDecisionInfo,
+    PlacementWrite,
     TaintInfo,
 )
 
@@ -89,6 +96,13 @@ class InMemoryFleet:
             for c in snapshot.clusters
         }
         self.workloads: dict[str, Workload] = {w.key: w for w in snapshot.workloads}
+        self.workload_versions: Counter[str] = Counter({key: 1 for key in self.workloads})
+        self.decisions: dict[str, tuple[tuple[str, int], ...]] = {}
+        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
+        self.conflicts: list[str] = []
+        self.before_write: Callable[[], Awaitable[None]] | None = None
+        self.blobs: dict[str, bytes] = {}
+        self.blob_reads = 0
         self.events: list[Event] = []
         self.patches: Counter[tuple[str, str, str]] = Counter()
         self.held: set[str] = set()
@@ -181,7 +195,8 @@ class InMemoryFleet:
             tuple(self.workloads.values()),
             self.network,
         )
-        return Inventory(snapshot, {n: self.namespace for n in names})
+        versions = {key: str(v) for key, v in self.workload_versions.items()}
+        return Inventory(snapshot, {n: self.namespace for n in names}, workload_versions=versions)
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         """One poll: rollouts advance, then the cluster is reported."""
@@ -288,14 +303,31 @@ class InMemoryFleet:
 
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
-    ) -> None:
-        """Move workloads to their decided clusters; the event names the cluster from ``reason``."""
+    ) -> PlacementWrite:
+        """Compare-and-swap each changed decision; the event names the cluster from ``reason``."""
+        hook, self.before_write = self.before_write, None
+        if hook is not None:
+            await hook()
+        written: list[str] = []
+        conflicts: list[str] = []
         for d in decisions:
+            version = str(self.workload_versions[d.workload])
+            if d.resource_version and d.resource_version != version:
+                conflicts.append(d.workload)
+                continue
             old = self.workloads[d.workload]
+            rows = tuple((c.cluster, c.replicas) for c in d.clusters)
             clusters = tuple(c.cluster for c in d.clusters)
+            if self.decisions.get(d.workload) == rows and old.placement.clusters == clusters:
+                continue
+            self.decisions[d.workload] = rows
             self.workloads[d.workload] = replace(
                 old, placement=replace(old.placement, clusters=clusters)
             )
+            self.workload_versions[d.workload] += 1
+            self.placement_writes.append((d.workload, reason))
+            written.append(d.workload)
+        self.conflicts += conflicts
         cluster = reason.split(":", 1)[0]
         self.events.append(
             Event(
@@ -305,3 +337,18 @@ class InMemoryFleet:
                 cluster in self.clusters and self.has_upgrading_taint(cluster),
             )
         )
+        return PlacementWrite(tuple(written), tuple(conflicts))
+
+    async def put_blob(self, digest: str, data: bytes) -> None:
+        """Keep the bytes; the key must be their SHA-256 (content addressing)."""
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"blob {digest} does not match its content")
+        self.blobs.setdefault(digest, data)
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The stored bytes (NotFoundError if absent)."""
+        self.blob_reads += 1
+        try:
+            return self.blobs[digest]
+        except KeyError:
+            raise NotFoundError(f"blob {digest} not found") from None

@@ -19,10 +19,13 @@ from workflows.activities import (
     CalibrationActivities,
 )
 from workflows.model import (
+    ClusterPlanInput,
     ClusterRef,
+    LocateInput,
     PatchControlPlaneInput,
     PatchWorkersInput,
     PlanInput,
+    PlanRef,
     PoolVersion,
     PreflightInput,
     ReplaceInput,
@@ -30,6 +33,7 @@ from workflows.model import (
     VerifyInput,
     WaitControlPlaneInput,
     WaitProgress,
+    WaveInput,
 )
 
 REF = ClusterRef("a")
@@ -175,3 +179,49 @@ def test_plan_conversion_adds_step_ids_from_versions_and_canary_gate() -> None:
             )
         )
     assert err.value.type == INVALID_INPUT and err.value.non_retryable
+
+
+def test_stored_plan_is_summarized_read_back_in_slices_and_located() -> None:
+    fleet = in_memory(
+        cluster("canary", "v1.32.9", labels={"calibrator.dev/canary": "true"}),
+        cluster("a", "v1.31.13"),
+        cluster("b", "v1.32.9"),
+        cluster("c", "v1.32.9"),
+        cluster("done", "v1.33.5"),
+    )
+    a = acts(fleet)
+    env = ActivityEnvironment()
+    summary = run(env.run(a.plan_fleet, PlanInput("cal", "v1.33.5", None)))
+    assert list(fleet.blobs) == [summary.plan.digest]
+    assert summary.plan.size == len(fleet.blobs[summary.plan.digest])
+    assert summary.counts == {"Pending": 4, "UpToDate": 1} and summary.clusters == 5
+    assert [(s.name, s.waves, s.clusters) for s in summary.stages] == [
+        ("canary", 1, 1),
+        ("fleet", 3, 3),
+    ]
+    # The next clusters to run get detail first (execution order), up-to-date ones after.
+    assert [p.name for p in summary.notable] == ["canary", "a", "b", "c", "done"]
+    # Same fleet, same plan, same digest (the plan is content-addressed).
+    again = run(env.run(CalibrationActivities(fleet).plan_fleet, PlanInput("cal", "v1.33.5", None)))
+    assert again.plan == summary.plan
+
+    cold = CalibrationActivities(fleet)  # another worker: reads the store, not its memory
+    part = run(env.run(cold.wave, WaveInput(summary.plan, 1, 0, 0, 1)))
+    assert [m.name for m in part.members] == ["a"] and part.total == 1
+    assert part.members[0].steps[:2] == ("controlPlane -> v1.32.9", "controlPlane -> v1.33.5")
+    assert part.members[0].step_ids[0] == "cal/a/00-controlPlane-v1.32.9"
+    plan = run(env.run(cold.cluster_plan, ClusterPlanInput(summary.plan, "a")))
+    assert plan.cluster.name == "a" and len(plan.steps) == len(part.members[0].steps)
+    assert fleet.blob_reads == 1  # decoded once per worker, then cached by digest
+    where = run(env.run(cold.locate_cluster, LocateInput(summary.plan, "c")))
+    assert (where.found, where.stage, where.wave, where.state) == (True, 1, 2, "Pending")
+    assert run(env.run(cold.locate_cluster, LocateInput(summary.plan, "done"))).state == (
+        "UpToDate"
+    )
+    assert not run(env.run(cold.locate_cluster, LocateInput(summary.plan, "zzz"))).found
+    with pytest.raises(ApplicationError) as err:
+        run(env.run(cold.cluster_plan, ClusterPlanInput(summary.plan, "zzz")))
+    assert err.value.type == INVALID_INPUT
+    with pytest.raises(ApplicationError) as err:
+        run(env.run(cold.wave, WaveInput(PlanRef("0" * 64), 0, 0)))
+    assert err.value.type == NOT_FOUND and err.value.non_retryable

@@ -11,6 +11,7 @@ from tests.workflows.harness import Calibration, Harness, cluster, in_memory, st
 from workflows import client as control
 from workflows.client import ControlError
 from workflows.model import (
+    SAMPLE_LIMIT,
     CalibrationProgress,
     ClusterProgress,
     ClusterState,
@@ -149,7 +150,10 @@ def test_progress_query_shape(harness: Harness) -> None:
         assert isinstance(mid.started_at, datetime) and isinstance(mid.updated_at, datetime)
         assert [s.name for s in mid.stages] == ["canary"]
         assert isinstance(mid.stages[0], StageProgress)
-        assert mid.stages[0].state == StageState.RUNNING and mid.stages[0].waves == (("ok",),)
+        assert mid.stages[0].state == StageState.RUNNING
+        assert (mid.stages[0].wave_count, mid.stages[0].clusters) == (1, 1)
+        assert mid.total_clusters == 3
+        assert mid.counts == {"Blocked": 1, "Running": 1, "UpToDate": 1}
         ok = mid.cluster("ok")
         assert isinstance(ok, ClusterProgress) and ok.stage == "canary"
         assert ok.from_version == "v1.32.9" and ok.target == "v1.33.5"
@@ -184,5 +188,41 @@ def test_abort_at_an_approval_gate_ends_the_run_without_touching_the_stage(
         assert result.stages[0].state == StageState.NOT_STARTED
         assert {cl.state for cl in result.clusters} == {ClusterState.NOT_STARTED}
         assert fleet.events == []
+
+    harness.run(fleet, body)
+
+
+def test_a_fleet_beyond_the_detail_limit_is_counted_and_later_clusters_can_be_skipped(
+    harness: Harness,
+) -> None:
+    # 56 clusters in two waves of 28: the last ones get no detail until their wave loads.
+    names = [f"c{i:02d}" for i in range(56)]
+    fleet = in_memory(*(cluster(n, "v1.32.9") for n in names), rollout_polls=1)
+    fleet.hold("c00")
+
+    async def body(c: Calibration) -> None:
+        handle = await c.start(
+            "v1.33.5", strategy=strategy({"name": "fleet", "maxConcurrency": 28})
+        )
+        mid = await c.wait_for(
+            handle.id, "c00 running", lambda p: p.cluster("c00").state == ClusterState.RUNNING
+        )
+        assert mid.total_clusters == 56 and "c55" not in {cl.name for cl in mid.clusters}
+        assert len(mid.clusters) <= SAMPLE_LIMIT
+        await control.skip(c.client, handle.id, "c55", "owned by team X")
+        with pytest.raises(ControlError, match="already skipped"):
+            await control.skip(c.client, handle.id, "c55")
+        with pytest.raises(ControlError, match="not part of this calibration"):
+            await control.skip(c.client, handle.id, "zzz")
+        assert (await c.progress(handle.id)).counts.get("Skipped") == 1
+        fleet.release("c00")
+        result = await handle.result()
+        assert result.phase == Phase.COMPLETED
+        assert result.counts == {"Skipped": 1, "Succeeded": 55}
+        skipped = result.cluster("c55")  # detail once its wave loaded
+        assert skipped.state == ClusterState.SKIPPED and "owned by team X" in skipped.message
+        assert fleet.events_of("c55") == []
+        assert len(result.clusters) == SAMPLE_LIMIT  # the last finished ones
+        assert all(fleet.versions(n)[0] == "v1.33.5" for n in names[:55])
 
     harness.run(fleet, body)

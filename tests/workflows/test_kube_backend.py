@@ -9,7 +9,9 @@ FleetWorkloads read into the snapshot and PlacementDecisions written, 404 -> Not
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
 import re
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from workflows import kube_backend
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
@@ -432,3 +435,46 @@ def test_an_unparseable_class_version_is_ignored() -> None:
     inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
     assert [str(v) for v in inv.snapshot.available_versions] == ["v1.33.0", "v1.34.0"]
     assert inv.skipped == {}
+
+
+def test_inventory_versions_are_the_placement_preconditions() -> None:
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    inv = asyncio.run(backend.inventory())
+    read = inv.workload_versions[f"{NS}/web"]
+    assert read == dyn.objects["FleetWorkload"][(NS, "web")]["metadata"]["resourceVersion"]
+    mine = PlacementDecisionInfo(
+        f"{NS}/web", (ClusterReplicasInfo("c1", 1),), reason="a", resource_version=read
+    )
+    theirs = PlacementDecisionInfo(
+        f"{NS}/web", (ClusterReplicasInfo("c1", 2),), reason="b", resource_version=read
+    )
+    assert asyncio.run(backend.write_placement([theirs], "b")).written == (f"{NS}/web",)
+    outcome = asyncio.run(backend.write_placement([mine], "a"))
+    assert outcome.written == () and outcome.conflicts == (f"{NS}/web",)
+    assert backend.placement_writes == [(f"{NS}/web", "b")]
+
+
+def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube_backend, "BLOB_CHUNK_BYTES", 1000)
+    dyn = _fleet(topology=True)
+    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    data = os.urandom(2500)  # incompressible: three chunks
+    digest = hashlib.sha256(data).hexdigest()
+    asyncio.run(backend.put_blob(digest, data))
+    asyncio.run(backend.put_blob(digest, data))  # idempotent
+    maps = dyn.objects["ConfigMap"]
+    assert sorted(name for _, name in maps) == [
+        f"calibrator-blob-{digest}",
+        f"calibrator-blob-{digest}-1",
+        f"calibrator-blob-{digest}-2",
+    ]
+    assert all(m["immutable"] for m in maps.values())
+    assert asyncio.run(backend.get_blob(digest)) == data
+    with pytest.raises(ValueError, match="does not match"):
+        asyncio.run(backend.put_blob("0" * 64, data))
+    with pytest.raises(NotFoundError):
+        asyncio.run(backend.get_blob("f" * 64))
+    maps[(NS, f"calibrator-blob-{digest}-1")]["binaryData"]["data"] = ""
+    with pytest.raises(Exception, match=r"CRC|not match|Compressed|truncated|end-of-stream"):
+        asyncio.run(backend.get_blob(digest))

@@ -22,6 +22,8 @@ def _doc() -> dict[str, object]:
             ClusterProgress("ok", state=ClusterState.RUNNING, message="controlPlane -> v1.34.0"),
             ClusterProgress("stuck", state=ClusterState.BLOCKED, reasons=(SKEW,)),
         ),
+        counts={"Blocked": 1, "Running": 1, "UpToDate": 9998},
+        total_clusters=10_000,
     )
     doc: dict[str, object] = json.loads(json.dumps(asdict(progress), default=str))
     return doc
@@ -38,6 +40,7 @@ def test_blocked_row_carries_the_plan_reason() -> None:
     text = con.export_text()
     stuck = next(line for line in text.splitlines() if "stuck" in line)
     assert "Blocked" in stuck and "4 minors behind v1.33.0" in stuck
+    assert "10000 clusters: 1 Blocked, 1 Running, 9998 UpToDate" in text
 
 
 def test_long_messages_are_clipped() -> None:

@@ -4,7 +4,8 @@ Objects live in ``objects[kind][(namespace, name)]``. ``get`` lists (namespace a
 or ``key`` label selectors) or reads one; ``patch`` is a JSON merge patch honouring
 ``metadata.resourceVersion`` (409 on mismatch); ``server_side_apply`` merges the applied fields
 (creating the object); ``<resource>.status.server_side_apply`` replaces status fields of an
-existing object (404 otherwise), as the status subresource does. Every write is logged in
+existing object (404 otherwise; 409 when ``metadata.resourceVersion`` is given and differs), as
+the status subresource does. Every write is logged in
 ``writes`` as ``(verb, kind, name, body)``.
 """
 
@@ -59,6 +60,9 @@ class StatusResource:
         obj = store.objects.get(self.parent.kind, {}).get((namespace, name))
         if obj is None:
             raise ApiError(404)
+        rv = body.get("metadata", {}).get("resourceVersion")
+        if rv is not None and rv != obj["metadata"].get("resourceVersion"):
+            raise ApiError(409)
         obj.setdefault("status", {}).update(copy.deepcopy(body["status"]))
         store.bump(obj)
         store.writes.append(("apply-status", self.parent.kind, name, copy.deepcopy(body)))

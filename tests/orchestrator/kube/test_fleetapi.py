@@ -267,22 +267,23 @@ def test_writer_links_once_and_rewrites_status() -> None:
     first = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
     second = fleetapi.Decision(f"{NS}/web", (("b", 2), ("c", 2)), "two")
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    assert fleetapi.write_placement_decisions(dyn, [first], NS, when) == [f"{NS}/web"]
+    outcome = fleetapi.write_placement_decisions(dyn, [first], NS, when)
+    assert outcome == fleetapi.WriteOutcome((f"{NS}/web",), ())
     assert [(verb, kind) for verb, kind, _, _ in dyn.writes] == [
         ("apply", "PlacementDecision"),
-        ("apply-status", "PlacementDecision"),
         ("apply-status", "FleetWorkload"),
+        ("apply-status", "PlacementDecision"),
     ]
     dyn.writes.clear()
     fleetapi.write_placement_decisions(dyn, [second], NS, when)
     assert [(verb, kind) for verb, kind, _, _ in dyn.writes] == [
-        ("apply-status", "PlacementDecision"),
         ("apply-status", "FleetWorkload"),
+        ("apply-status", "PlacementDecision"),
     ]
     pd = dyn.objects["PlacementDecision"][(NS, "web")]
     assert [r["clusterName"] for r in pd["status"]["decisions"]] == ["b", "c"]
     assert dyn.objects["FleetWorkload"][(NS, "web")]["status"]["selectedClusters"] == 2
-    assert fleetapi.write_placement_decisions(dyn, [], NS) == []
+    assert fleetapi.write_placement_decisions(dyn, [], NS) == fleetapi.WriteOutcome()
     with pytest.raises(fleetapi.WorkloadMissingError, match=f"no FleetWorkload {NS}/nope"):
         fleetapi.write_placement_decisions(dyn, [replace(first, workload=f"{NS}/nope")], NS)
 
@@ -321,3 +322,41 @@ def test_quantity_pattern_admits_no_exponent_or_length_the_parser_refuses(
         parsed = False
     assert (admitted, parsed) == (parses, parses)
     assert spec["replicas"]["maximum"] == 1_000_000
+
+
+def test_writer_skips_unchanged_decisions_and_repairs_a_stale_mirror() -> None:
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
+    decision = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    fleetapi.write_placement_decisions(dyn, [decision], NS)
+    dyn.writes.clear()
+    again = replace(decision, reason="another step, same outcome")
+    assert fleetapi.write_placement_decisions(dyn, [again], NS) == fleetapi.WriteOutcome()
+    assert dyn.writes == []
+    # A writer stopped after its commit: the mirror lags, and the next write repairs only it.
+    dyn.objects["PlacementDecision"][(NS, "web")]["status"]["decisions"] = []
+    outcome = fleetapi.write_placement_decisions(dyn, [again], NS)
+    assert outcome.written == (f"{NS}/web",)
+    assert [(verb, kind) for verb, kind, _, _ in dyn.writes] == [
+        ("apply-status", "PlacementDecision")
+    ]
+
+
+def test_writer_is_a_compare_and_swap_on_the_fleet_workload() -> None:
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
+    read = fleetapi.workload_versions(fleetapi.list_fleet_workloads(dyn, NS))[f"{NS}/web"]
+    mine = fleetapi.Decision(f"{NS}/web", (("a", 1),), "a: after step 1/2", read)
+    theirs = fleetapi.Decision(f"{NS}/web", (("b", 1),), "b: after step 1/2", read)
+    assert fleetapi.write_placement_decisions(dyn, [theirs], NS).written == (f"{NS}/web",)
+    dyn.writes.clear()
+    # Computed from the same read, now stale: nothing is written, the caller re-reads.
+    outcome = fleetapi.write_placement_decisions(dyn, [mine], NS)
+    assert outcome == fleetapi.WriteOutcome((), (f"{NS}/web",))
+    assert dyn.writes == []
+    assert fleetapi.stored_clusters(dyn.objects["FleetWorkload"][(NS, "web")]) == (("b", 1),)
+    fresh = fleetapi.workload_versions(fleetapi.list_fleet_workloads(dyn, NS))[f"{NS}/web"]
+    outcome = fleetapi.write_placement_decisions(dyn, [replace(mine, resource_version=fresh)], NS)
+    assert outcome.written == (f"{NS}/web",)
+    pd = dyn.objects["PlacementDecision"][(NS, "web")]
+    assert [r["clusterName"] for r in pd["status"]["decisions"]] == ["a"]

@@ -1,0 +1,140 @@
+"""The ``replace`` activity costs in proportion to the step, and parallel steps never clobber.
+
+Counted with the in-memory fleet, which records every PlacementDecision write: a re-placement
+places only the workloads the cluster hosts or could now host, writes only decisions that
+changed, and a decision computed from a read that another cluster's placement has since
+superseded is re-read and recomputed instead of written (compare-and-swap per workload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+from orchestrator.placement import place
+from tests.workflows.fake_backend import InMemoryFleet
+from tests.workflows.harness import cluster, in_memory
+from workflows.activities import CalibrationActivities, affected_workloads
+from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo, ReplaceInput
+
+FLOW = "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"  # served by v1.31, gone in v1.32
+
+
+def _workload(name: str, env: str, here: str, apis: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": "apps",
+        "apis": ["apps/v1/Deployment", *apis],
+        "requests": {"cpu": "10m", "memory": "10Mi"},
+        "placement": {
+            "clusterAffinity": {"matchLabels": {"env": env}},
+            "clusters": [here],
+            "maxClusters": 1,
+        },
+    }
+
+
+def _fleet() -> InMemoryFleet:
+    """20 clusters over two envs, 200 workloads pinned to one env each, one using FlowSchema."""
+    clusters = [
+        cluster(f"{env}-{i:02d}", "v1.31.13", labels={"env": env})
+        for env in ("prod", "dev")
+        for i in range(10)
+    ]
+    workloads = [
+        _workload(f"w{n:03d}", env, f"{env}-{n % 10:02d}")
+        for n, env in enumerate(["prod", "dev"] * 100)
+    ]
+    workloads.append(_workload("flow-tuner", "prod", "prod-00", (FLOW,)))
+    return in_memory(*clusters, workloads=tuple(workloads))
+
+
+async def _settle(fleet: InMemoryFleet) -> int:
+    """Write a full placement of the fleet once (the state a previous run leaves); its writes."""
+    snapshot = (await fleet.inventory()).snapshot
+    decisions = [
+        PlacementDecisionInfo(
+            d.workload, tuple(ClusterReplicasInfo(c.name, c.replicas) for c in d.clusters)
+        )
+        for d in place(snapshot).decisions
+        if not d.unschedulable
+    ]
+    written = (await fleet.write_placement(decisions, "settle")).written
+    fleet.placement_writes.clear()
+    return len(written)
+
+
+def _replace(fleet: InMemoryFleet, name: str, upcoming: str | None = None) -> Any:
+    reason = f"{name}: " + ("before the first step" if upcoming else "after the upgrade")
+    return ActivityEnvironment().run(
+        CalibrationActivities(fleet).replace,
+        ReplaceInput("cal", ClusterRef(name), reason, upcoming_version=upcoming),
+    )
+
+
+def test_a_step_places_only_what_it_can_affect_and_writes_only_changes() -> None:
+    fleet = _fleet()
+    whole_fleet = asyncio.run(_settle(fleet))
+    assert whole_fleet == 201  # what every re-placement used to write
+
+    # Nothing changed: the prod workloads are placed again (they could use prod-03), none written.
+    snapshot = asyncio.run(fleet.inventory()).snapshot
+    prod = snapshot.cluster("prod-03")
+    assert len(affected_workloads(snapshot, prod)) == 101  # the prod half, not the dev half
+    result = asyncio.run(_replace(fleet, "prod-03"))
+    assert (result.affected, result.written, result.conflicts) == (101, 0, 0)
+    assert fleet.placement_writes == []
+
+    # A step that breaks one hosted workload: exactly that workload is rewritten.
+    result = asyncio.run(_replace(fleet, "prod-00", upcoming="v1.32.9"))
+    assert result.moved == ("apps/flow-tuner",) and result.stranded == ()
+    assert result.written == 1
+    assert [w for w, _ in fleet.placement_writes] == ["apps/flow-tuner"]
+    assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
+
+
+def test_parallel_steps_do_not_overwrite_each_others_decisions() -> None:
+    fleet = _fleet()
+    asyncio.run(_settle(fleet))
+    moved_by_a: list[Any] = []
+
+    async def prod_00_moves_flow_tuner_meanwhile() -> None:
+        # prod-00 is about to go to v1.32, which removes FlowSchema: its placement runs
+        # between prod-05's read and prod-05's write.
+        moved_by_a.append(await _replace(fleet, "prod-00", upcoming="v1.32.9"))
+
+    async def scenario() -> Any:
+        fleet.before_write = prod_00_moves_flow_tuner_meanwhile
+        # prod-05's placement read the fleet while flow-tuner still ran on prod-00, so its
+        # decision for flow-tuner (stay on prod-00) is stale by the time it writes.
+        return await _replace(fleet, "prod-05")
+
+    result = asyncio.run(scenario())
+    assert moved_by_a and moved_by_a[0].moved == ("apps/flow-tuner",)
+    assert "apps/flow-tuner" in fleet.conflicts
+    assert result.conflicts >= 1
+    # The move survived: the stale "stay on prod-00" was recomputed, not written.
+    assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
+
+
+def test_time_bounded_tolerations_are_always_re_placed() -> None:
+    timed = _workload("drain-tolerant", "dev", "dev-01")
+    timed["placement"]["tolerations"] = [
+        {"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 600}
+    ]  # fmt: skip
+    fleet = in_memory(
+        *(
+            cluster(f"{env}-{i:02d}", "v1.31.13", labels={"env": env})
+            for env in ("prod", "dev")
+            for i in range(4)
+        ),
+        workloads=(timed,),
+    )
+    snapshot = asyncio.run(fleet.inventory()).snapshot
+    # A prod cluster's step cannot host it, but workflow time alone may evict it from dev-01.
+    assert [w.name for w in affected_workloads(snapshot, snapshot.cluster("prod-03"))] == [
+        "drain-tolerant"
+    ]
