@@ -39,12 +39,19 @@ class FindingVerdict:
 
 @dataclass(frozen=True, slots=True)
 class CalibrationPlan:
-    """The whole preview: plans per cluster, findings with verdicts, and the rollout."""
+    """The whole preview: plans per cluster, findings with verdicts, and the rollout.
+
+    ``unchecked`` names the clusters whose path could not be planned (a missing minor, a current
+    skew violation, ...): no planned version exists, so no compatibility check ran for them.
+    They are kept apart because "no finding" on such a cluster means "not looked at", never
+    "clean" -- ``calibrator check`` must say so instead of reporting the fleet compatible.
+    """
 
     target: KubeVersion
     clusters: tuple[ClusterPlan, ...]
     findings: tuple[FindingVerdict, ...]
     rollout: Rollout
+    unchecked: tuple[str, ...] = ()
 
     def plan_for(self, name: str) -> ClusterPlan:
         """The plan of one cluster (InputError for an unknown name)."""
@@ -52,6 +59,16 @@ class CalibrationPlan:
             if plan.cluster == name:
                 return plan
         raise InputError(f"cluster {name!r} is not part of this calibration")
+
+    def left_behind(self) -> tuple[str, ...]:
+        """Clusters this calibration will not bring to the target: blocked or in no stage.
+
+        A plan that leaves any cluster behind is a partial answer to "how does the fleet reach
+        the target", which the CLI reports with the partial-result exit status.
+        """
+        out = [p.cluster for p in self.clusters if p.blocked]
+        out.extend(self.rollout.unassigned)
+        return tuple(out)
 
 
 def select_clusters(snapshot: FleetSnapshot, selector: LabelSelector | None) -> tuple[Cluster, ...]:
@@ -85,7 +102,12 @@ def plan_calibration(
     """Plan a calibration of the selected clusters to ``target``."""
     check_target(target, snapshot.available_versions)
     clusters = select_clusters(snapshot, selector)
-    plans = {c.name: plan_cluster(c, target, snapshot.available_versions) for c in clusters}
+    plans = {
+        c.name: plan_cluster(
+            c, target, snapshot.available_versions, allow_prereleases=strategy.allow_prereleases
+        )
+        for c in clusters
+    }
     planned = {name: p.control_plane_steps for name, p in plans.items() if not p.blocked}
     end_state = replace_cluster(
         snapshot,
@@ -134,7 +156,10 @@ def plan_calibration(
     runnable = [
         c for c, p in zip(clusters, final, strict=True) if p.needs_upgrade and not p.blocked
     ]
-    return CalibrationPlan(target, final, tuple(verdicts), build_rollout(runnable, strategy))
+    unchecked = tuple(c.name for c in clusters if plans[c.name].blocked)
+    return CalibrationPlan(
+        target, final, tuple(verdicts), build_rollout(runnable, strategy), unchecked
+    )
 
 
 def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
@@ -159,6 +184,7 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
                 "order": [
                     {
                         "component": s.component,
+                        "from": str(s.from_version),
                         "version": str(s.version),
                         "machineDeployments": list(s.pools),
                     }
@@ -183,6 +209,11 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
             for s in plan.rollout.stages
         ],
         "unassigned": list(plan.rollout.unassigned),
+        # Stages that wait for `calibrator approve` before they start, in run order: the same
+        # gates the workflow enforces (both read Stage.approval from build_rollout).
+        "approvalGates": [s.name for s in plan.rollout.stages if s.approval],
+        "maxFailures": plan.rollout.max_failures,
+        "complete": not plan.left_behind(),
     }
 
 
@@ -204,4 +235,9 @@ def findings_to_json(plan: CalibrationPlan) -> dict[str, object]:
             }
             for v in plan.findings
         ],
+        "unchecked": [
+            {"cluster": name, "reasons": list(plan.plan_for(name).reasons)}
+            for name in plan.unchecked
+        ],
+        "complete": not plan.unchecked,
     }

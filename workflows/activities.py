@@ -184,29 +184,29 @@ def fleet_plan(
 ) -> FleetPlan:
     """Convert the pure planner's result into the payload the workflows run.
 
-    Adds what execution needs and the preview does not spell out: step ids, each step's expected
-    from-versions (per pool for worker steps: the idempotency key of a patch), namespaces, and the
-    canary's ``approvalAfter`` as an approval gate on the stage that follows the canary.
+    A plain serialisation: it adds only what execution needs and planning cannot know (step ids,
+    namespaces) and decides nothing. Steps carry the from-versions the domain planned (per pool
+    for worker steps: the idempotency key of a patch); stages and their approval gates are copied
+    as the domain rollout decided them -- deriving a gate here once made the run enforce a gate the
+    preview did not show. ``strategy`` is not consulted (the plan already applied it: gates,
+    windows, failure budget); the parameter stays so existing call sites keep their shape.
     """
+    del strategy
     namespaces = namespaces or {}
     clusters: list[ClusterUpgradePlan] = []
     for cplan in plan.clusters:
         cluster = snapshot.cluster(cplan.cluster)
-        pools_now = {md.name: str(md.version) for md in cluster.machine_deployments}
-        cp_now = str(cplan.control_plane_from)
-        steps: list[StepPlan] = []
-        for index, step in enumerate(cplan.steps):
-            version = str(step.version)
-            sid = step_id(calibration_id, cplan.cluster, index, step.component, version)
-            if step.component == "controlPlane":
-                steps.append(StepPlan(index, sid, "controlPlane", version, cp_now))
-                cp_now = version
-                continue
-            pools = tuple(PoolVersion(p, pools_now[p]) for p in step.pools)
-            oldest = min((KubeVersion.parse(p.version) for p in pools), default=step.version)
-            steps.append(StepPlan(index, sid, "workers", version, str(oldest), pools))
-            for p in step.pools:
-                pools_now[p] = version
+        steps = tuple(
+            StepPlan(
+                index,
+                step_id(calibration_id, cplan.cluster, index, step.component, str(step.version)),
+                step.component,
+                str(step.version),
+                str(step.from_version),
+                tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
+            )
+            for index, step in enumerate(cplan.steps)
+        )
         window = plan.rollout.windows.get(cplan.cluster)
         clusters.append(
             ClusterUpgradePlan(
@@ -216,7 +216,7 @@ def fleet_plan(
                 pools=tuple(
                     PoolVersion(md.name, str(md.version)) for md in cluster.machine_deployments
                 ),
-                steps=tuple(steps),
+                steps=steps,
                 topology=cluster.topology,
                 blocked=cplan.blocked,
                 reasons=cplan.reasons,
@@ -227,24 +227,17 @@ def fleet_plan(
                 ),
             )
         )
-    stages: list[StagePlan] = []
-    gate_next = False
-    for stage in plan.rollout.stages:
-        stages.append(
-            StagePlan(
-                name=stage.name,
-                groups=tuple(GroupPlan(g.name, g.waves) for g in stage.groups),
-                waves=stage.waves(),
-                max_concurrency=stage.max_concurrency,
-                soak_seconds=stage.soak_seconds,
-                approval=stage.approval or gate_next,
-            )
+    stages = [
+        StagePlan(
+            name=stage.name,
+            groups=tuple(GroupPlan(g.name, g.waves) for g in stage.groups),
+            waves=stage.waves(),
+            max_concurrency=stage.max_concurrency,
+            soak_seconds=stage.soak_seconds,
+            approval=stage.approval,
         )
-        gate_next = (
-            stage.name == "canary"
-            and strategy.canary is not None
-            and strategy.canary.approval_after
-        )
+        for stage in plan.rollout.stages
+    ]
     findings = tuple(
         FindingPlan(
             cluster=v.finding.cluster,
@@ -263,7 +256,7 @@ def fleet_plan(
         stages=tuple(stages),
         unassigned=plan.rollout.unassigned,
         findings=findings,
-        max_failures=strategy.max_failures,
+        max_failures=plan.rollout.max_failures,
     )
 
 

@@ -1,4 +1,4 @@
-"""Temporal-facing commands: worker, calibrate, status, pause, resume, approve, skip, abort, demo.
+"""Temporal-facing commands: worker, calibrate, status, pause, resume, approve, retry, skip, abort.
 
 Thin wrappers over ``workflows.client`` / ``workflows.worker``; every refusal of an update
 validator comes back as one stderr line (exit 2), like any other bad input.
@@ -266,6 +266,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Open a stage's approval gate."""
         _ack(wc.approve, calibration_id, address, temporal_namespace, stage, reason=reason)
+
+    @app.command()
+    def retry(
+        calibration_id: str,
+        cluster: Annotated[str, typer.Option("--cluster")],
+        reason: ReasonOpt = "",
+        address: AddressOpt = DEFAULT_ADDRESS,
+        temporal_namespace: NamespaceOpt = "default",
+    ) -> None:
+        """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
+        _ack(wc.retry, calibration_id, address, temporal_namespace, cluster, reason=reason)
 
     @app.command()
     def skip(

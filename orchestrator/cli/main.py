@@ -1,7 +1,9 @@
 """``calibrator`` entry point: offline commands over a FleetSnapshot file.
 
 Commands import the pure packages lazily so ``calibrator --help`` stays fast, and every
-``InputError`` (or unreadable file) becomes one stderr line with exit code 2.
+``InputError`` (or unreadable file) becomes one stderr line with exit code 2. A command whose
+answer leaves clusters or workloads out (blocked, unchecked, unplaced) prints its whole document
+and exits 1 (``output.EXIT_PARTIAL``), so a script never mistakes a partial answer for a clean one.
 """
 
 from __future__ import annotations
@@ -143,22 +145,27 @@ def plan(
     selector: SelectorOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Plan the upgrade steps per cluster and the rollout waves to reach the target."""
+    """Plan the upgrade steps per cluster and the rollout waves to reach the target.
+
+    Exit 1 when a cluster will not reach the target (blocked, or in no stage); both are listed.
+    """
     from orchestrator.cli import render
+    from orchestrator.cli.output import finish
     from orchestrator.planning import plan_to_json
 
     result = _plan(snapshot, target, strategy, selector)
     if output is not Format.wide:
         emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
-        return
-    clusters = _snapshot(snapshot).clusters  # -o wide only: labels and pools for the extra columns
-    labels = {c.name: c.labels for c in clusters}
-    pools = {c.name: [md.name for md in c.machine_deployments] for c in clusters}
-    emit(
-        plan_to_json(result),
-        output,
-        lambda con: render.plan_table(con, result, wide=True, labels=labels, pools=pools),
-    )
+    else:
+        clusters = _snapshot(snapshot).clusters  # -o wide only: labels and pools for the columns
+        labels = {c.name: c.labels for c in clusters}
+        pools = {c.name: [md.name for md in c.machine_deployments] for c in clusters}
+        emit(
+            plan_to_json(result),
+            output,
+            lambda con: render.plan_table(con, result, wide=True, labels=labels, pools=pools),
+        )
+    finish(partial=bool(result.left_behind()))
 
 
 @app.command()
@@ -166,15 +173,22 @@ def plan(
 def check(
     snapshot: SnapshotOpt,
     target: TargetOpt,
+    strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """List workloads whose APIs a planned version no longer serves."""
+    """List workloads whose APIs a planned version no longer serves.
+
+    Exit 1 when a cluster could not be planned and so was not checked (listed with the reason).
+    With --strategy it checks the path that strategy runs (allowPrereleases changes it).
+    """
     from orchestrator.cli import render
+    from orchestrator.cli.output import finish
     from orchestrator.planning import findings_to_json
 
-    result = _plan(snapshot, target, None, selector)
+    result = _plan(snapshot, target, strategy, selector)
     emit(findings_to_json(result), output, lambda con: render.check_table(con, result))
+    finish(partial=bool(result.unchecked))
 
 
 @app.command()
@@ -195,6 +209,9 @@ def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
         render.place_table(con, doc)
 
     emit(doc, output, table)
+    from orchestrator.cli.output import finish  # kept apart from the placement imports above
+
+    finish(partial=bool(result.unschedulable))
 
 
 def main() -> None:

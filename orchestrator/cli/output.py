@@ -18,6 +18,14 @@ from rich.table import Table
 # costs nothing; text longer than this still wraps (never cuts).
 NON_TTY_WIDTH = 1000
 
+# Exit statuses of every command (README "Exit status"): 0 = the whole answer; 1 = a partial
+# answer -- the output is valid and complete for what it covers, and names every cluster or
+# workload it leaves out with the reason (kubectl diff's "1 = look at the output"); 2 = bad
+# input, nothing computed. Scripts can therefore tell "clean" from "not fully checked".
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_BAD_INPUT = 2
+
 
 class Format(StrEnum):
     """Output formats every command accepts (``wide``: the table with extra columns, as kubectl)."""
@@ -64,3 +72,9 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr and a non-zero exit, never a traceback."""
     sys.stderr.write(f"error: {message}\n")
     raise SystemExit(code)
+
+
+def finish(partial: bool) -> None:
+    """End a command whose document is already printed: exit 1 when it left something out."""
+    if partial:
+        raise SystemExit(EXIT_PARTIAL)

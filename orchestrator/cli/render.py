@@ -10,6 +10,7 @@ from rich.table import Table
 
 from orchestrator.cli.output import new_table
 from orchestrator.domain.drift import DriftReport
+from orchestrator.domain.durations import format_duration
 from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
@@ -125,7 +126,9 @@ def plan_table(
         row = [
             p.cluster,
             f"{p.control_plane_from} / {p.workers_from or '-'}",
-            " -> ".join(str(v) for v in p.control_plane_steps) or "(at target)",
+            # A blocked cluster without steps is not "at target": it has no path.
+            " -> ".join(str(v) for v in p.control_plane_steps)
+            or ("(no path)" if p.blocked else "(at target)"),
             " -> ".join(str(v) for v in p.worker_steps) or "-",
             stage_of.get(p.cluster, "-"),
             "[red]yes[/]" if p.blocked else "no",
@@ -148,10 +151,27 @@ def plan_table(
     for s in plan.rollout.stages:
         gate = ", approval before start" if s.approval else ""
         con.print(
-            f"stage {s.name}: maxConcurrency {s.max_concurrency}, soak {s.soak_seconds}s{gate}"
+            f"stage {s.name}: maxConcurrency {s.max_concurrency}, "
+            f"soak {format_duration(s.soak_seconds)}{gate}"
+        )
+    gates = [s.name for s in plan.rollout.stages if s.approval]
+    if gates:
+        # The same gates the workflow enforces (Stage.approval from build_rollout).
+        con.print(
+            f"approval gates: {', '.join(gates)} (each waits for `calibrator approve ID --stage S`)"
+        )
+    if plan.rollout.stages:
+        con.print(
+            f"failure budget: {plan.rollout.max_failures} cluster(s) may fail before the run halts"
         )
     if plan.rollout.unassigned:
         con.print(f"[yellow]not selected by any stage:[/] {', '.join(plan.rollout.unassigned)}")
+    behind = plan.left_behind()
+    if behind:
+        con.print(
+            f"[yellow]partial plan:[/] {len(behind)} of {len(plan.clusters)} clusters will not "
+            f"reach {plan.target}: {', '.join(behind)}"
+        )
 
 
 def check_table(con: Console, plan: CalibrationPlan) -> None:
@@ -170,8 +190,20 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
             f.cluster, f.workload, f.api, f.removed_in, f.replacement or "-", str(f.version), action
         )
     con.print(table)
-    if not plan.findings:
+    if plan.unchecked:
+        # A cluster without a plan was not checked: list it with the reason, never call it clean.
+        skipped = new_table("Not checked: no plan for these clusters", ("Cluster", "Reason"))
+        for name in plan.unchecked:
+            skipped.add_row(name, "; ".join(plan.plan_for(name).reasons))
+        con.print(skipped)
+    checked = len(plan.clusters) - len(plan.unchecked)
+    if not plan.findings and not plan.unchecked:
         con.print("[green]no workload uses an API that a planned version removes[/]")
+    elif plan.unchecked:
+        con.print(
+            f"[yellow]partial result:[/] {checked} of {len(plan.clusters)} clusters checked; "
+            f"{len(plan.unchecked)} not checked (above)"
+        )
 
 
 def place_table(con: Console, doc: dict[str, Any]) -> None:

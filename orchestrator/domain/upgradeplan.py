@@ -5,7 +5,10 @@ Strategy (cluster-api "chained and efficient upgrades", CAPI v1.12+):
   available patch of each intermediate minor and the target itself for the last minor;
 - workers step only when the kubelet skew would otherwise break (every 3 minors), and finally to
   the target, so each MachineDeployment rolls as few times as possible;
-- build-metadata twins (``v1.32.0+a`` / ``v1.32.0+b``) keep the order of the version list.
+- build-metadata twins (``v1.32.0+a`` / ``v1.32.0+b``) keep the order of the version list;
+- pre-releases are not releases: one is used only as the target itself, or as an intermediate
+  step when the strategy opts in (``allowPrereleases: true``). Otherwise a GA patch of the minor is
+  used even when an ``-rc`` of a newer patch is listed, and a minor with only pre-releases blocks.
 
 Steps run in one canonical order: a worker step to version V runs as soon as the control plane
 has reached V. ``validate_plan`` replays that order and checks every intermediate state against the
@@ -37,11 +40,20 @@ class DowngradeError(InputError):
 
 @dataclass(frozen=True, slots=True)
 class PlanStep:
-    """One patch the orchestrator applies: the control plane, or a set of MachineDeployments."""
+    """One patch the orchestrator applies: the control plane, or a set of MachineDeployments.
+
+    A step carries the versions it starts from, because they are part of the plan, not of its
+    execution: ``from_version`` is the control plane's version before a control-plane step, or the
+    oldest moving pool's before a worker step; ``pools_from`` pairs each moving pool with its
+    version before the step (the workflow's idempotency key for a patch). Deriving them again
+    elsewhere is how a preview and a run drift apart.
+    """
 
     component: Component
     version: KubeVersion
+    from_version: KubeVersion
     pools: tuple[str, ...] = ()
+    pools_from: tuple[tuple[str, KubeVersion], ...] = ()
 
     def describe(self) -> str:
         """``controlPlane -> v1.32.0`` / ``workers md-0,md-1 -> v1.33.1``."""
@@ -112,12 +124,18 @@ def is_newer(candidate: KubeVersion, current: KubeVersion, ordered: Sequence[Kub
 
 
 def control_plane_steps(
-    current: KubeVersion, target: KubeVersion, available: Sequence[KubeVersion]
+    current: KubeVersion,
+    target: KubeVersion,
+    available: Sequence[KubeVersion],
+    *,
+    allow_prereleases: bool = False,
 ) -> tuple[tuple[KubeVersion, ...], str | None]:
     """The control plane's versions from ``current`` (excluded) to ``target`` (included).
 
-    Returns (steps, None) or ((), reason) when a minor has no available version: the control plane
-    must not skip a minor, so a gap blocks the cluster instead of producing an illegal plan.
+    Returns (steps, None) or ((), reason) when a minor has no usable version: the control plane
+    must not skip a minor, so a gap blocks the cluster instead of producing an illegal plan. An
+    intermediate minor's pre-releases are usable only with ``allow_prereleases``; a minor that
+    has nothing else blocks with a reason naming them and the opt-in.
     """
     ordered = sort_versions(available)
     if target == current:
@@ -130,7 +148,16 @@ def control_plane_steps(
         )
     steps: list[KubeVersion] = []
     for minor in range(current.minor + 1, target.minor):
-        candidates = [v for v in ordered if v.major == current.major and v.minor == minor]
+        in_minor = [v for v in ordered if v.major == current.major and v.minor == minor]
+        candidates = [v for v in in_minor if allow_prereleases or not v.is_prerelease]
+        if not candidates and in_minor:
+            only = ", ".join(str(v) for v in in_minor)
+            return (), (
+                f"no release for minor {current.major}.{minor} between {current} and {target}, "
+                f"only pre-release(s) {only}; the control plane cannot skip a minor, and a "
+                "pre-release is an intermediate step only with allowPrereleases: true in the "
+                "strategy"
+            )
         if not candidates:
             known = ", ".join(str(v) for v in ordered) or "none"
             return (), (
@@ -198,24 +225,29 @@ def interleave(
     cp = cluster.control_plane.version
     pending = list(w_steps)
 
+    def workers_step(version: KubeVersion, names: tuple[str, ...]) -> PlanStep:
+        before = tuple((n, pools[n]) for n in names)
+        oldest = min((v for _, v in before), default=version)
+        for n in names:
+            pools[n] = version
+        return PlanStep("workers", version, oldest, names, before)
+
     def flush() -> None:
         while pending and not (cp < pending[0]):
             version = pending.pop(0)
             names = tuple(n for n, v in pools.items() if v != version and not (version < v))
             if names:
-                out.append(PlanStep("workers", version, names))
-                for n in names:
-                    pools[n] = version
+                out.append(workers_step(version, names))
 
     flush()
     for version in cp_steps:
-        out.append(PlanStep("controlPlane", version))
+        out.append(PlanStep("controlPlane", version, cp))
         cp = version
         flush()
     # Worker steps beyond the control plane can only come from a user plan; keep them visible so
     # the validator reports them instead of silently dropping them.
     for version in pending:
-        out.append(PlanStep("workers", version, tuple(pools)))
+        out.append(workers_step(version, tuple(pools)))
     return tuple(out)
 
 
@@ -280,12 +312,17 @@ def validate_plan(
 
 
 def plan_cluster(
-    cluster: Cluster, target: KubeVersion, available: Sequence[KubeVersion]
+    cluster: Cluster,
+    target: KubeVersion,
+    available: Sequence[KubeVersion],
+    *,
+    allow_prereleases: bool = False,
 ) -> ClusterPlan:
     """The chained, efficient plan for one cluster (blocked with reasons when none is legal).
 
     Raises DowngradeError when the target is older than the control plane: that is bad input for
-    the whole run, not a per-cluster condition.
+    the whole run, not a per-cluster condition. ``allow_prereleases`` is the strategy's opt-in to
+    pre-release intermediate steps (the target may always be one).
     """
     cp_from = cluster.control_plane.version
     workers_from = min_worker_version(cluster.machine_deployments, cp_from)
@@ -293,7 +330,9 @@ def plan_cluster(
     current_violations = state_violations(
         cp_from, [(md.name, md.version) for md in cluster.machine_deployments]
     )
-    cp_steps, gap = control_plane_steps(cp_from, target, available)
+    cp_steps, gap = control_plane_steps(
+        cp_from, target, available, allow_prereleases=allow_prereleases
+    )
     if gap is not None:
         reasons.append(gap)
     if workers_from is not None and target < workers_from:

@@ -54,6 +54,15 @@ class KubeVersion:
         """Semver precedence key: build metadata is ignored, pre-releases sort before GA."""
         return self._key
 
+    @property
+    def is_prerelease(self) -> bool:
+        """``v1.34.0-rc.1`` is, ``v1.34.0+build.1`` is not: build metadata does not make a pre-release.
+
+        Pre-releases are not releases: the planner uses one only as the target itself or when the
+        strategy opts in (``allowPrereleases``), and drift never calls one "newest".
+        """
+        return bool(self.prerelease)
+
     def same_precedence(self, other: KubeVersion) -> bool:
         """True when the two differ at most in build metadata (semver cannot order them)."""
         return self._key == other._key
@@ -117,7 +126,13 @@ def sort_versions(versions: Iterable[KubeVersion]) -> list[KubeVersion]:
     return sorted(versions, key=KubeVersion.precedence)
 
 
-def newest(versions: Iterable[KubeVersion]) -> KubeVersion | None:
-    """The last version in precedence order (ties broken by the given order), or None."""
-    ordered = sort_versions(versions)
+def newest(
+    versions: Iterable[KubeVersion], *, include_prereleases: bool = False
+) -> KubeVersion | None:
+    """The last release in precedence order (ties broken by the given order), or None.
+
+    Pre-releases count only with ``include_prereleases``: a ClusterClass that lists
+    ``v1.36.0-alpha.1`` for testing does not make 1.36 the version the fleet should run.
+    """
+    ordered = [v for v in sort_versions(versions) if include_prereleases or not v.is_prerelease]
     return ordered[-1] if ordered else None

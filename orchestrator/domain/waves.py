@@ -119,6 +119,9 @@ class Strategy:
     stages: tuple[StageSpec, ...] = (StageSpec("fleet"),)
     windows: tuple[MaintenanceWindow, ...] = ()
     max_failures: int = 0
+    # Pre-releases as intermediate control-plane steps (``allowPrereleases``); the target may
+    # always be one. Off by default: an ``-rc`` in a ClusterClass list is for testing, not a path.
+    allow_prereleases: bool = False
 
     def window_for(self, cluster: Cluster) -> MaintenanceWindow | None:
         """The first window whose selector matches the cluster (None = any time)."""
@@ -165,11 +168,16 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class Rollout:
-    """Stages in order plus the clusters no stage selected."""
+    """Stages in order plus the clusters no stage selected.
+
+    Everything the run obeys beyond the per-cluster steps lives here (gates, soak, windows, the
+    failure budget), so the preview and the workflow payload read one object.
+    """
 
     stages: tuple[Stage, ...]
     unassigned: tuple[str, ...] = ()
     windows: Mapping[str, MaintenanceWindow] = field(default_factory=dict)
+    max_failures: int = 0
 
     def waves(self) -> list[list[str]]:
         """Flat list of waves, canary first: the ``waves`` field of the plan JSON."""
@@ -181,10 +189,17 @@ def _chunks(names: Sequence[str], size: int) -> tuple[tuple[str, ...], ...]:
 
 
 def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRATEGY) -> Rollout:
-    """Assign the given clusters (those that need an upgrade) to canary, stages, groups and waves."""
+    """Assign the given clusters (those that need an upgrade) to canary, stages, groups and waves.
+
+    Approval gates are decided here and only here: a stage's own ``approval``, and the canary's
+    ``approvalAfter`` as a gate on the first stage that follows the canary (none when no canary
+    cluster was picked, or when no stage follows). The preview and the workflow read
+    ``Stage.approval`` as it is, so what ``calibrator plan`` shows is what the run enforces.
+    """
     everything = sorted(clusters, key=lambda c: c.name)
     pending = list(everything)
     stages: list[Stage] = []
+    gate_next = False
     if strategy.canary is not None:
         picked = [c for c in pending if strategy.canary.selector.matches(c.labels)]
         picked = picked[: strategy.canary.max_clusters]
@@ -201,6 +216,7 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
             )
             chosen = set(names)
             pending = [c for c in pending if c.name not in chosen]
+            gate_next = strategy.canary.approval_after
     for spec in strategy.stages:
         in_stage = [c for c in pending if spec.selector.matches(c.labels)]
         taken: set[str] = set()
@@ -215,16 +231,21 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
         if groups:
             stages.append(
                 Stage(
-                    spec.name, tuple(groups), spec.max_concurrency, spec.soak_seconds, spec.approval
+                    spec.name,
+                    tuple(groups),
+                    spec.max_concurrency,
+                    spec.soak_seconds,
+                    spec.approval or gate_next,
                 )
             )
+            gate_next = False
         pending = [c for c in pending if c.name not in taken]
     windows: dict[str, MaintenanceWindow] = {}
     for cluster in everything:
         window = strategy.window_for(cluster)
         if window is not None:
             windows[cluster.name] = window
-    return Rollout(tuple(stages), tuple(c.name for c in pending), windows)
+    return Rollout(tuple(stages), tuple(c.name for c in pending), windows, strategy.max_failures)
 
 
 # ------------------------------------------------------------------------------------------
@@ -353,7 +374,15 @@ def strategy_from_mapping(raw: object) -> Strategy:
     """Validate a CalibrationStrategy document: every field known, typed and within bounds."""
     data = _fields(
         raw,
-        ("apiVersion", "kind", "canary", "stages", "maintenanceWindows", "maxFailures"),
+        (
+            "apiVersion",
+            "kind",
+            "canary",
+            "stages",
+            "maintenanceWindows",
+            "maxFailures",
+            "allowPrereleases",
+        ),
         "strategy",
     )
     if data.get("apiVersion", API_VERSION) != API_VERSION:
@@ -386,7 +415,8 @@ def strategy_from_mapping(raw: object) -> Strategy:
         _window(w, f"strategy.maintenanceWindows[{i}]") for i, w in enumerate(windows_raw)
     )
     max_failures = _count(data.get("maxFailures", 0), "strategy.maxFailures", 0, MAX_FAILURES)
-    return Strategy(canary, tuple(stages), windows, max_failures)
+    allow_prereleases = _bool(data.get("allowPrereleases", False), "strategy.allowPrereleases")
+    return Strategy(canary, tuple(stages), windows, max_failures, allow_prereleases)
 
 
 def load_strategy(text: str | bytes) -> Strategy:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import DEFAULT_STRATEGY
 from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json
 
 V = KubeVersion.parse
@@ -96,3 +98,47 @@ def test_plan_json_contains_execution_order() -> None:
     )
     a = next(c for c in doc["clusters"] if c["name"] == "a")  # type: ignore[attr-defined]
     assert [o["component"] for o in a["order"]] == ["controlPlane", "controlPlane", "workers"]
+
+
+def test_clusters_without_a_plan_are_unchecked_not_clean() -> None:
+    # Minor 1.32 missing from the list: `a` and `b` cannot be planned to v1.33.1, `c` can.
+    snap = fleet(["a"])
+    gap = snapshot_from_mapping(
+        {
+            "availableVersions": ["v1.31.1", "v1.33.1"],
+            "clusters": [
+                {"name": c.name, "controlPlane": {"version": str(c.control_plane.version)}}
+                for c in snap.clusters
+            ],
+        }
+    )
+    plan = plan_calibration(gap, V("v1.33.1"))
+    assert plan.unchecked == ("a", "b")
+    assert plan.left_behind() == ("a", "b")
+    doc = findings_to_json(plan)
+    assert doc["complete"] is False
+    assert [u["cluster"] for u in doc["unchecked"]] == ["a", "b"]  # type: ignore[attr-defined]
+    assert plan_to_json(plan)["complete"] is False
+
+
+def test_a_cluster_blocked_by_a_finding_was_checked() -> None:
+    # The finding is the answer for `a`: it was checked, and the block is reported as a finding.
+    plan = plan_calibration(fleet(["a"]), V("v1.33.1"))
+    assert plan.plan_for("a").blocked and plan.unchecked == ()
+    assert findings_to_json(plan)["complete"] is True
+    assert plan.left_behind() == ("a",)
+
+
+def test_the_strategy_opts_in_to_prerelease_steps() -> None:
+    snap = snapshot_from_mapping(
+        {
+            "availableVersions": ["v1.33.5", "v1.34.2", "v1.34.3-rc.0", "v1.35.0"],
+            "clusters": [{"name": "a", "controlPlane": {"version": "v1.33.5"}}],
+        }
+    )
+    ga = plan_calibration(snap, V("v1.35.0")).plan_for("a")
+    assert [str(v) for v in ga.control_plane_steps] == ["v1.34.2", "v1.35.0"]
+    opted = plan_calibration(
+        snap, V("v1.35.0"), replace(DEFAULT_STRATEGY, allow_prereleases=True)
+    ).plan_for("a")
+    assert [str(v) for v in opted.control_plane_steps] == ["v1.34.3-rc.0", "v1.35.0"]

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from tests.workflows.harness import Calibration, Harness, cluster, in_memory, strategy
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import strategy_from_mapping
+from orchestrator.planning import plan_calibration, plan_to_json
+from tests.workflows.harness import (
+    Calibration,
+    Harness,
+    cluster,
+    in_memory,
+    snapshot,
+    strategy,
+)
 from workflows import client as control
 from workflows.client import ControlError
-from workflows.model import ClusterState, Phase, StageState
+from workflows.model import CalibrationProgress, ClusterState, Phase, StageState
 
 CANARY = {"calibrator.dev/canary": "true"}
 
@@ -177,5 +188,55 @@ def test_update_on_a_finished_calibration_is_refused(harness: Harness) -> None:
         await handle.result()
         with pytest.raises((ControlError, WorkflowUpdateFailedError)):
             await control.pause(c.client, handle.id)
+
+    harness.run(fleet, body)
+
+
+def at_gate(stage: str) -> Callable[[CalibrationProgress], bool]:
+    """The run waits for the approval of ``stage``."""
+
+    def check(p: CalibrationProgress) -> bool:
+        return p.phase == Phase.AWAITING_APPROVAL and any(
+            s.name == stage and s.state == StageState.AWAITING_APPROVAL for s in p.stages
+        )
+
+    return check
+
+
+def test_the_run_stops_at_exactly_the_gates_the_preview_shows(harness: Harness) -> None:
+    # approvalAfter on the canary used to be a gate only the workflow knew about.
+    clusters = (
+        cluster("canary", "v1.32.9", labels=CANARY),
+        cluster("dev-1", "v1.32.9", labels={"env": "dev"}),
+        cluster("prod-1", "v1.32.9", labels={"env": "prod"}),
+    )
+    fleet = in_memory(*clusters)
+    doc = strategy(
+        {"name": "dev", "selector": {"matchLabels": {"env": "dev"}}},
+        {"name": "prod", "selector": {"matchLabels": {"env": "prod"}}, "approval": True},
+        canary={"selector": {"matchLabels": CANARY}, "approvalAfter": True},
+    )
+    preview = plan_to_json(
+        plan_calibration(
+            snapshot(*clusters), KubeVersion.parse("v1.33.5"), strategy_from_mapping(doc)
+        )
+    )
+    assert preview["approvalGates"] == ["dev", "prod"]
+    stage_of = {c["name"]: c["stage"] for c in preview["clusters"]}  # type: ignore[attr-defined]
+
+    async def body(c: Calibration) -> None:
+        handle = await c.start("v1.33.5", strategy=doc)
+        for gate in preview["approvalGates"]:  # type: ignore[attr-defined]
+            await c.wait_for(handle.id, f"the approval gate of {gate}", at_gate(gate))
+            # Nothing of the gated stage was touched before its approval.
+            assert all(fleet.events_of(n) == [] for n, s in stage_of.items() if s == gate)
+            await control.approve(c.client, handle.id, gate)
+        result = await handle.result()
+        assert result.phase == Phase.COMPLETED
+        assert [s.name for s in result.stages] == [
+            s["name"]
+            for s in preview["stages"]  # type: ignore[attr-defined]
+        ]
+        assert [s.name for s in result.stages if s.approval] == preview["approvalGates"]
 
     harness.run(fleet, body)

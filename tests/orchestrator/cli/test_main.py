@@ -20,15 +20,17 @@ STRATEGY = str(ROOT / "examples" / "strategy.yaml")
 runner = CliRunner()
 
 
-def run_json(*args: str) -> dict[str, Any]:
+def run_json(*args: str, code: int = 0) -> dict[str, Any]:
     result = runner.invoke(app, [*args, "-o", "json"])
-    assert result.exit_code == 0, result.stderr or result.output
+    assert result.exit_code == code, result.stderr or result.output
     doc: dict[str, Any] = json.loads(result.stdout)
     return doc
 
 
 def test_plan_json_shape() -> None:
-    doc = run_json("plan", "--snapshot", FLEET, "--target", "v1.35.0")
+    # The example fleet has blocked clusters on purpose: a partial plan, exit 1.
+    doc = run_json("plan", "--snapshot", FLEET, "--target", "v1.35.0", code=1)
+    assert doc["complete"] is False
     assert doc["target"] == "v1.35.0"
     assert {"target", "clusters", "waves"} <= set(doc)
     for cluster in doc["clusters"]:
@@ -69,6 +71,7 @@ def test_plan_with_strategy_and_selector() -> None:
         STRATEGY,
         "--selector",
         "env in (staging,dev)",
+        code=1,
     )
     names = {c["name"] for c in doc["clusters"]}
     assert all(n.startswith(("staging", "dev")) for n in names)
@@ -77,8 +80,11 @@ def test_plan_with_strategy_and_selector() -> None:
 
 
 def test_check_json_shape() -> None:
-    doc = run_json("check", "--snapshot", FLEET, "--target", "v1.35.0")
+    doc = run_json("check", "--snapshot", FLEET, "--target", "v1.35.0", code=1)
     assert doc["findings"], "the example fleet uses removed APIs"
+    assert [u["cluster"] for u in doc["unchecked"]] == ["dev-us-2"]
+    assert "4 minors behind" in doc["unchecked"][0]["reasons"][0]
+    assert doc["complete"] is False
     for f in doc["findings"]:
         assert {"cluster", "workload", "api", "removedIn", "replacement"} <= set(f)
     apis = {(f["cluster"], f["api"], f["removedIn"]) for f in doc["findings"]}
@@ -106,16 +112,18 @@ def test_drift_json_shape() -> None:
     assert set(doc["summary"]) == {"current", "behind", "ahead", "skewed", "end-of-life"}
 
 
-@pytest.mark.parametrize("command", ["drift", "plan", "check", "place"])
-def test_yaml_and_table_outputs(command: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "code"), [("drift", 0), ("plan", 1), ("check", 1), ("place", 0)]
+)
+def test_yaml_and_table_outputs(command: str, code: int) -> None:
     args = [command, "--snapshot", FLEET] + (
         ["--target", "v1.35.0"] if command in ("plan", "check") else []
     )
     as_yaml = runner.invoke(app, [*args, "-o", "yaml"])
-    assert as_yaml.exit_code == 0
+    assert as_yaml.exit_code == code
     assert isinstance(yaml.safe_load(as_yaml.stdout), dict)
     table = runner.invoke(app, args)
-    assert table.exit_code == 0
+    assert table.exit_code == code
     assert "prod-" in table.stdout or "payments/billing" in table.stdout
 
 
@@ -231,9 +239,127 @@ def test_temporal_commands_are_registered() -> None:
         "pause",
         "resume",
         "approve",
+        "retry",
         "skip",
         "abort",
         "demo",
         "env",
     ):
         assert command in result.stdout
+
+
+# ------------------------------------------------------------------------------------------
+# Exit status 1 = partial result: the document is printed and names what it left out.
+# ------------------------------------------------------------------------------------------
+
+GAP_FLEET = """\
+availableVersions: [v1.19.4, v1.21.2]
+clusters:
+- name: old
+  controlPlane: {version: v1.19.4}
+  machineDeployments: [{name: md-0, version: v1.19.4}]
+- name: fine
+  controlPlane: {version: v1.21.0}
+  machineDeployments: [{name: md-0, version: v1.21.0}]
+workloads:
+- name: cron
+  apis: [batch/v1beta1/CronJob]
+  placement: {clusters: [fine]}
+"""
+
+CLEAN_FLEET = GAP_FLEET.replace("[v1.19.4, v1.21.2]", "[v1.19.4, v1.20.1, v1.21.2]")
+
+
+def test_check_never_calls_a_fleet_clean_that_it_did_not_check(tmp_path: Path) -> None:
+    # availableVersions lacks minor 1.20: `old` cannot be planned, so nothing was checked there.
+    snap = _write(tmp_path, GAP_FLEET)
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2", code=1)
+    assert doc["findings"] == [] and doc["complete"] is False
+    (entry,) = doc["unchecked"]
+    assert entry["cluster"] == "old"
+    assert "no available version for minor 1.20" in entry["reasons"][0]
+    table = runner.invoke(app, ["check", "-s", snap, "-t", "v1.21.2"])
+    assert table.exit_code == 1
+    assert "no workload uses an API" not in table.stdout
+    assert "Not checked" in table.stdout and "old" in table.stdout
+    assert "1 of 2 clusters checked" in table.stdout
+
+
+def test_check_of_a_fully_planned_fleet_is_complete(tmp_path: Path) -> None:
+    snap = _write(tmp_path, CLEAN_FLEET)
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2")
+    assert doc["unchecked"] == [] and doc["complete"] is True
+    table = runner.invoke(app, ["check", "-s", snap, "-t", "v1.21.2"])
+    assert table.exit_code == 0
+    assert "no workload uses an API that a planned version removes" in table.stdout
+
+
+def test_plan_with_a_blocked_cluster_is_partial(tmp_path: Path) -> None:
+    snap = _write(tmp_path, GAP_FLEET)
+    doc = run_json("plan", "-s", snap, "-t", "v1.21.2", code=1)
+    assert doc["complete"] is False
+    assert [c["name"] for c in doc["clusters"] if c["blocked"]] == ["old"]
+    table = runner.invoke(app, ["plan", "-s", snap, "-t", "v1.21.2"])
+    assert table.exit_code == 1
+    assert "partial plan: 1 of 2 clusters will not reach v1.21.2: old" in table.stdout
+    assert run_json("plan", "-s", _write(tmp_path, CLEAN_FLEET), "-t", "v1.21.2")["complete"]
+
+
+def test_plan_with_an_unassigned_cluster_is_partial(tmp_path: Path) -> None:
+    strategy = tmp_path / "strategy.yaml"
+    strategy.write_text(
+        "canary: null\nstages:\n- {name: only-old, selector: {matchLabels: {pick: 'yes'}}}\n"
+    )
+    snap = _write(tmp_path, CLEAN_FLEET)
+    doc = run_json("plan", "-s", snap, "-t", "v1.21.2", "--strategy", str(strategy), code=1)
+    assert sorted(doc["unassigned"]) == ["fine", "old"] and doc["complete"] is False
+
+
+def test_place_with_an_unschedulable_workload_is_partial(tmp_path: Path) -> None:
+    unplaceable = CLEAN_FLEET.replace(
+        "placement: {clusters: [fine]}",
+        "placement: {clusters: [fine], clusterAffinity: {matchLabels: {env: nowhere}}}",
+    )
+    doc = run_json("place", "-s", _write(tmp_path, unplaceable), code=1)
+    assert [d["unschedulable"] for d in doc["decisions"]] == [True]
+    assert not run_json("place", "-s", _write(tmp_path, CLEAN_FLEET))["decisions"][0][
+        "unschedulable"
+    ]
+
+
+def test_drift_has_no_partial_result(tmp_path: Path) -> None:
+    # Every cluster always gets a drift status; being behind is the answer, not a gap in it.
+    run_json("drift", "-s", _write(tmp_path, GAP_FLEET), "-t", "v1.21.2")
+
+
+def test_plan_shows_the_canary_approval_gate(tmp_path: Path) -> None:
+    # approvalAfter on the canary gates the next stage in the preview, as the workflow enforces.
+    gated = tmp_path / "strategy.yaml"
+    gated.write_text(
+        Path(STRATEGY)
+        .read_text()
+        .replace("  soak: 30m\n", "  soak: 30m\n  approvalAfter: true\n", 1)
+    )
+    doc = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", str(gated), code=1)
+    assert doc["approvalGates"] == ["dev", "staging", "prod"]
+    assert [s["approval"] for s in doc["stages"]] == [False, True, True, True]
+    table = runner.invoke(app, ["plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", str(gated)])
+    assert "stage dev: maxConcurrency 3, soak 15m, approval before start" in table.stdout
+    assert "approval gates: dev, staging, prod" in table.stdout
+    assert "failure budget: 0 cluster(s) may fail before the run halts" in table.stdout
+    assert doc["maxFailures"] == 0
+    plain = run_json("plan", "-s", FLEET, "-t", "v1.35.0", "--strategy", STRATEGY, code=1)
+    assert plain["approvalGates"] == ["staging", "prod"]
+
+
+def test_check_follows_the_strategy_path(tmp_path: Path) -> None:
+    # Minor 1.20 has only an rc: without the opt-in `old` is unchecked; with it, it is checked.
+    snap = _write(
+        tmp_path, GAP_FLEET.replace("[v1.19.4, v1.21.2]", "[v1.19.4, v1.20.0-rc.1, v1.21.2]")
+    )
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2", code=1)
+    assert "only pre-release(s) v1.20.0-rc.1" in doc["unchecked"][0]["reasons"][0]
+    opt_in = tmp_path / "strategy.yaml"
+    opt_in.write_text("stages: [{name: all}]\nallowPrereleases: true\n")
+    doc = run_json("check", "-s", snap, "-t", "v1.21.2", "--strategy", str(opt_in))
+    assert doc["unchecked"] == [] and doc["complete"] is True

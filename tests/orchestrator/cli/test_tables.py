@@ -64,28 +64,38 @@ def test_console_is_wide_when_not_a_terminal() -> None:
 
 
 def test_cli_tables_in_a_log_keep_full_names() -> None:
-    for args in (["drift"], ["plan", "-t", "v1.35.0"], ["check", "-t", "v1.35.0"]):
+    # The example fleet has blocked clusters on purpose: plan and check are partial (exit 1).
+    for args, code in (
+        (["drift"], 0),
+        (["plan", "-t", "v1.35.0"], 1),
+        (["check", "-t", "v1.35.0"], 1),
+    ):
         result = runner.invoke(app, [*args, "-s", FLEET])
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == code, result.output
         assert "…" not in result.stdout
         for name in ("staging-us-1", "prod-ap-1", "dev-eu-2"):
             assert name in result.stdout
 
 
 @pytest.mark.parametrize(
-    ("args", "extra"),
+    ("args", "extra", "code"),
     [
-        (["drift", "-t", "v1.35.0"], ["Labels", "Worker lag", "Behind newest", "tier=critical"]),
+        (
+            ["drift", "-t", "v1.35.0"],
+            ["Labels", "Worker lag", "Behind newest", "tier=critical"],
+            0,
+        ),
         (
             ["plan", "-t", "v1.35.0", "--strategy", STRATEGY],
             ["Wave", "Maintenance window", "Sat,Sun 02:00 UTC for 4h", "md-general,md-memory"],
+            1,  # blocked clusters: a partial plan
         ),
     ],
 )
-def test_wide_adds_columns(args: list[str], extra: list[str]) -> None:
+def test_wide_adds_columns(args: list[str], extra: list[str], code: int) -> None:
     plain = runner.invoke(app, [*args, "-s", FLEET])
     wide = runner.invoke(app, [*args, "-s", FLEET, "-o", "wide"])
-    assert plain.exit_code == 0 and wide.exit_code == 0, wide.output
+    assert plain.exit_code == code and wide.exit_code == code, wide.output
     for word in extra:
         assert word in wide.stdout
         assert word not in plain.stdout

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -36,3 +37,18 @@ def test_drift_without_target_uses_newest() -> None:
 def test_ahead_of_target() -> None:
     report = drift_report(EXAMPLE, KubeVersion.parse("v1.34.2"), date(2025, 1, 1))
     assert {d.cluster.name: d.status for d in report.clusters}["dev-eu-1"] == "ahead"
+
+
+def test_newest_ignores_prereleases() -> None:
+    # A ClusterClass that lists an alpha for testing does not make the fleet "behind".
+    snap = replace(
+        EXAMPLE,
+        available_versions=(
+            *EXAMPLE.available_versions,
+            KubeVersion.parse("v1.36.0-alpha.1"),
+            KubeVersion.parse("v1.35.1-rc.0"),
+        ),
+    )
+    report = drift_report(snap, None, date(2025, 1, 1))
+    assert str(report.newest) == "v1.35.0"
+    assert {d.cluster.name: d.status for d in report.clusters}["dev-eu-1"] == "current"

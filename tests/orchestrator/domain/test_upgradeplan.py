@@ -44,6 +44,7 @@ class Case:
     worker_steps: list[str] = field(default_factory=list)
     order: list[str] | None = None
     blocked: str | None = None
+    allow_prereleases: bool = False
 
 
 CASES = [
@@ -159,13 +160,14 @@ CASES = [
         worker_steps=["v1.32.0"],
     ),
     Case(
-        "pre-release versions order before GA",
+        "pre-release versions order before GA (strategy opts in)",
         "v1.31.1",
         ["v1.31.1"],
         "v1.33.0-beta.0",
         ["v1.31.1", "v1.32.0-alpha.2", "v1.32.0-rc.1", "v1.33.0-beta.0"],
         ["v1.32.0-rc.1", "v1.33.0-beta.0"],
         ["v1.33.0-beta.0"],
+        allow_prereleases=True,
     ),
     Case(
         "pre-release to a later pre-release of the same minor",
@@ -257,7 +259,10 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_plan_cluster(case: Case) -> None:
     plan = plan_cluster(
-        cluster(case.cp, *case.workers), V(case.target), [V(v) for v in case.available]
+        cluster(case.cp, *case.workers),
+        V(case.target),
+        [V(v) for v in case.available],
+        allow_prereleases=case.allow_prereleases,
     )
     if case.blocked:
         assert plan.blocked
@@ -268,6 +273,150 @@ def test_plan_cluster(case: Case) -> None:
     assert [str(v) for v in plan.worker_steps] == case.worker_steps
     if case.order is not None:
         assert [s.describe() for s in plan.steps] == case.order
+
+
+# ------------------------------------------------------------------------------------------
+# Pre-releases are not releases: an intermediate step or "newest" only when the strategy opts in
+# (allowPrereleases), the target whenever it is one. Same table shape as above.
+# ------------------------------------------------------------------------------------------
+
+PRE = ["v1.33.5", "v1.34.2", "v1.34.3-rc.0", "v1.35.0"]
+
+PRERELEASE_CASES = [
+    Case(
+        "GA target routes via the newest GA patch, not a newer rc",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        PRE,
+        ["v1.34.2", "v1.35.0"],
+        ["v1.35.0"],
+    ),
+    Case(
+        "opted in: the newest patch of the minor, rc included",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        PRE,
+        ["v1.34.3-rc.0", "v1.35.0"],
+        ["v1.35.0"],
+        allow_prereleases=True,
+    ),
+    Case(
+        "a minor with only a pre-release blocks",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        ["v1.33.5", "v1.34.0-rc.1", "v1.35.0"],
+        blocked="no release for minor 1.34 between v1.33.5 and v1.35.0, only pre-release(s) "
+        "v1.34.0-rc.1",
+    ),
+    Case(
+        "the block names the opt-in",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        ["v1.33.5", "v1.34.0-alpha.1", "v1.34.0-rc.1", "v1.35.0"],
+        blocked="a pre-release is an intermediate step only with allowPrereleases: true",
+    ),
+    Case(
+        "opted in: a minor with only a pre-release is crossed through it",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        ["v1.33.5", "v1.34.0-alpha.1", "v1.34.0-rc.1", "v1.35.0"],
+        ["v1.34.0-rc.1", "v1.35.0"],
+        ["v1.35.0"],
+        allow_prereleases=True,
+    ),
+    Case(
+        "a pre-release target is used without opting in",
+        "v1.34.2",
+        ["v1.34.2"],
+        "v1.35.0-rc.1",
+        ["v1.34.2", "v1.35.0-rc.1", "v1.35.0"],
+        ["v1.35.0-rc.1"],
+        ["v1.35.0-rc.1"],
+    ),
+    Case(
+        "a pre-release target two minors up: GA intermediate, rc last",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0-rc.1",
+        ["v1.33.5", "v1.34.2", "v1.34.3-rc.0", "v1.35.0-rc.1"],
+        ["v1.34.2", "v1.35.0-rc.1"],
+        ["v1.35.0-rc.1"],
+    ),
+    Case(
+        "a pre-release target whose path has only pre-releases still blocks",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0-rc.1",
+        ["v1.33.5", "v1.34.0-rc.1", "v1.35.0-rc.1"],
+        blocked="only pre-release(s) v1.34.0-rc.1",
+    ),
+    Case(
+        "build metadata is not a pre-release: the last GA twin wins",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        ["v1.33.5", "v1.34.2+vendor.1", "v1.34.2+vendor.2", "v1.34.3-rc.0+vendor.1", "v1.35.0"],
+        ["v1.34.2+vendor.2", "v1.35.0"],
+        ["v1.35.0"],
+    ),
+    Case(
+        "a pre-release with build metadata is still a pre-release",
+        "v1.33.5",
+        ["v1.33.5"],
+        "v1.35.0",
+        ["v1.33.5", "v1.34.0-rc.1+vendor.1", "v1.35.0"],
+        blocked="only pre-release(s) v1.34.0-rc.1+vendor.1",
+    ),
+    Case(
+        "from a pre-release control plane to GA across minors",
+        "v1.33.0-rc.1",
+        ["v1.33.0-rc.1"],
+        "v1.35.0",
+        PRE,
+        ["v1.34.2", "v1.35.0"],
+        ["v1.35.0"],
+    ),
+    Case(
+        "workers catch up to the pre-release the control plane already runs",
+        "v1.32.3-rc.1",
+        ["v1.29.0"],
+        "v1.33.0",
+        ["v1.29.0", "v1.32.2", "v1.32.3-rc.1", "v1.33.0"],
+        ["v1.33.0"],
+        ["v1.32.3-rc.1", "v1.33.0"],
+    ),
+    Case(
+        "workers' intermediate step lands on the GA patch too",
+        "v1.31.13",
+        ["v1.31.13"],
+        "v1.35.0",
+        ["v1.31.13", "v1.32.9", "v1.33.5", "v1.34.2", "v1.34.3-rc.0", "v1.34.4-rc.1", "v1.35.0"],
+        ["v1.32.9", "v1.33.5", "v1.34.2", "v1.35.0"],
+        ["v1.34.2", "v1.35.0"],
+    ),
+]
+
+
+def test_steps_carry_their_from_versions() -> None:
+    plan = plan_cluster(cluster("v1.33.1", "v1.33.1", "v1.30.0"), V("v1.34.1"), [V(v) for v in STD])
+    assert [
+        (s.describe(), str(s.from_version), [(n, str(v)) for n, v in s.pools_from])
+        for s in plan.steps
+    ] == [
+        ("workers md-1 -> v1.33.1", "v1.30.0", [("md-1", "v1.30.0")]),
+        ("controlPlane -> v1.34.1", "v1.33.1", []),
+        ("workers md-0,md-1 -> v1.34.1", "v1.33.1", [("md-0", "v1.33.1"), ("md-1", "v1.33.1")]),
+    ]
+
+
+@pytest.mark.parametrize("case", PRERELEASE_CASES, ids=[c.name for c in PRERELEASE_CASES])
+def test_plan_cluster_prereleases(case: Case) -> None:
+    test_plan_cluster(case)
 
 
 @pytest.mark.parametrize(
@@ -457,15 +606,33 @@ def _states_are_legal(
 
 
 @settings(max_examples=400, deadline=None)
-@given(fleet_case())
+@given(fleet_case(), st.booleans())
 def test_every_intermediate_state_of_every_plan_is_legal(
-    case: tuple[Cluster, KubeVersion, list[KubeVersion]],
+    case: tuple[Cluster, KubeVersion, list[KubeVersion]], allow_prereleases: bool
 ) -> None:
     c, target, available = case
-    plan = plan_cluster(c, target, available)
+    plan = plan_cluster(c, target, available, allow_prereleases=allow_prereleases)
     if plan.blocked:
         assert plan.reasons
         return
+    if not allow_prereleases:
+        # No pre-release is chosen as a step; workers may still catch up to the version the
+        # control plane already runs, which is the cluster's own state, not a choice.
+        assert not any(v.is_prerelease for v in plan.control_plane_steps[:-1])
+        assert not any(
+            v.is_prerelease and v != c.control_plane.version for v in plan.worker_steps[:-1]
+        )
+    # Every step starts from the state the previous steps left: its from-versions are that state.
+    cp = c.control_plane.version
+    pools = {md.name: md.version for md in c.machine_deployments}
+    for step in plan.steps:
+        if step.component == "controlPlane":
+            assert step.from_version == cp
+            cp = step.version
+        else:
+            assert step.pools_from == tuple((n, pools[n]) for n in step.pools)
+            assert step.from_version == min(pools[n] for n in step.pools)
+            pools.update(dict.fromkeys(step.pools, step.version))
     _states_are_legal(c, [(s.component, s.version, s.pools) for s in plan.steps])
     final_cp = plan.control_plane_steps[-1] if plan.control_plane_steps else c.control_plane.version
     assert final_cp == target

@@ -65,3 +65,34 @@ def test_minor_helpers() -> None:
     assert V("v1.34.1").minor_distance(V("v1.31.0")) == 3
     assert V("v1.31.1").minor_key == (1, 31)
     assert KubeVersion(1, 31, 0) < V("v1.31.1")
+
+
+@pytest.mark.parametrize(
+    ("versions", "include_prereleases", "expected"),
+    [
+        (["v1.35.0", "v1.36.0-alpha.1"], False, "v1.35.0"),
+        (["v1.35.0", "v1.36.0-alpha.1"], True, "v1.36.0-alpha.1"),
+        (["v1.35.0", "v1.35.1-rc.0", "v1.34.9"], False, "v1.35.0"),
+        (["v1.35.0+vendor.1", "v1.36.0-rc.0+vendor.1"], False, "v1.35.0+vendor.1"),
+        (["v1.36.0-alpha.1", "v1.36.0-rc.0"], False, None),
+        (["v1.36.0-alpha.1", "v1.36.0-rc.0"], True, "v1.36.0-rc.0"),
+    ],
+)
+def test_newest_is_a_release_unless_prereleases_are_asked_for(
+    versions: list[str], include_prereleases: bool, expected: str | None
+) -> None:
+    found = newest([V(v) for v in versions], include_prereleases=include_prereleases)
+    assert (None if found is None else str(found)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "pre"),
+    [
+        ("v1.34.0-rc.1", True),
+        ("v1.34.0-rc.1+b.1", True),
+        ("v1.34.0+b.1", False),
+        ("v1.34.0", False),
+    ],
+)
+def test_is_prerelease(text: str, pre: bool) -> None:
+    assert V(text).is_prerelease is pre

@@ -162,3 +162,77 @@ def test_example_strategy_file() -> None:
 def test_bad_strategy(doc: dict[str, object], message: str) -> None:
     with pytest.raises(StrategyError, match=message):
         strategy_from_mapping(doc)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [({}, False), ({"allowPrereleases": True}, True), ({"allowPrereleases": False}, False)],
+)
+def test_allow_prereleases(value: dict[str, object], expected: bool) -> None:
+    assert strategy_from_mapping({"stages": [{"name": "a"}], **value}).allow_prereleases is expected
+
+
+@pytest.mark.parametrize("bad", ["yes", "true", 1, None])
+def test_allow_prereleases_is_strictly_boolean(bad: object) -> None:
+    with pytest.raises(StrategyError, match=r"strategy\.allowPrereleases: must be true or false"):
+        strategy_from_mapping({"stages": [{"name": "a"}], "allowPrereleases": bad})
+
+
+CANARY = sel(**{"calibrator.dev/canary": "true"})
+
+
+@pytest.mark.parametrize(
+    ("name", "strategy", "gates"),
+    [
+        ("no gates", Strategy(CanarySpec(CANARY), (StageSpec("dev", sel(env="dev")),)), []),
+        (
+            "approvalAfter gates the first stage after the canary",
+            Strategy(
+                CanarySpec(CANARY, approval_after=True),
+                (StageSpec("dev", sel(env="dev")), StageSpec("prod", sel(env="prod"))),
+            ),
+            ["dev"],
+        ),
+        (
+            "a stage that selects nobody is not the one gated",
+            Strategy(
+                CanarySpec(CANARY, approval_after=True),
+                (StageSpec("qa", sel(env="qa")), StageSpec("prod", sel(env="prod"))),
+            ),
+            ["prod"],
+        ),
+        (
+            "own approval and approvalAfter on the same stage: one gate",
+            Strategy(
+                CanarySpec(CANARY, approval_after=True),
+                (StageSpec("dev", sel(env="dev"), approval=True),),
+            ),
+            ["dev"],
+        ),
+        (
+            "no canary cluster: nothing to approve after",
+            Strategy(
+                CanarySpec(sel(team="none"), approval_after=True),
+                (StageSpec("dev", sel(env="dev")), StageSpec("prod", sel(env="prod"))),
+            ),
+            [],
+        ),
+        (
+            "stage approvals are kept",
+            Strategy(
+                None,
+                (
+                    StageSpec("dev", sel(env="dev")),
+                    StageSpec("prod", sel(env="prod"), approval=True),
+                ),
+            ),
+            ["prod"],
+        ),
+    ],
+)
+def test_build_rollout_decides_every_approval_gate(
+    name: str, strategy: Strategy, gates: list[str]
+) -> None:
+    rollout = build_rollout(FLEET, strategy)
+    assert [s.name for s in rollout.stages if s.approval] == gates, name
+    assert not any(s.approval for s in rollout.stages if s.name == "canary")
