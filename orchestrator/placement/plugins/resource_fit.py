@@ -16,14 +16,8 @@ from collections.abc import Sequence
 from orchestrator.domain.quantity import format_cpu, format_memory
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext, credited_replicas, minimum_share
-from orchestrator.placement.framework import (
-    FITS,
-    ClusterFact,
-    FilterResult,
-    Kernel,
-    WorkloadFact,
-    unfit,
-)
+from orchestrator.placement.fastpath import Kernel
+from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 
 
 def needed(workload: Workload, cluster_name: str) -> tuple[int, int]:
@@ -65,6 +59,13 @@ class ResourceFit:
                 f"needs {format_memory(mem)} memory free, has {format_memory(free.memory_bytes)}"
             )
         return unfit(*reasons) if reasons else FITS
+
+    def summarize(self, reason: str) -> str:
+        """``insufficient cpu`` / ``insufficient memory``: the amounts differ per cluster."""
+        for resource in ("cpu", "memory"):
+            if f" {resource} free, has " in reason:
+                return f"insufficient {resource}"
+        return reason
 
     def filter_batch(
         self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
