@@ -136,17 +136,24 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
 
 
 def place_table(con: Console, doc: dict[str, Any]) -> None:
-    """People's view of a placement run: one row per workload, reasons for failures."""
+    """People's view of a placement run: one row per workload with its summary.
+
+    The summary (kube-scheduler style: "3/1000 clusters available: 640 labels do not match ...")
+    says why the other clusters were not used; per-cluster reasons follow only when the document
+    has them (``--explain``, ``--workload``).
+    """
     table = Table(title="Placement")
     for col in ("Workload", "Clusters (replicas)", "Status"):
         table.add_column(col)
+    table.add_column("Summary", overflow="fold")
     for d in doc["decisions"]:
         placed = ", ".join(f"{c['name']}x{c['replicas']}" for c in d["clusters"]) or "-"
         status = "[red]unschedulable[/]" if d["unschedulable"] else "placed"
-        table.add_row(d["workload"], placed, status)
+        table.add_row(d["workload"], placed, status, d["summary"])
     con.print(table)
     for d in doc["decisions"]:
-        if d["unschedulable"]:
-            con.print(f"[red]{d['workload']}[/] cannot be placed:")
-            for cluster, reasons in d["reasons"].items():
-                con.print(f"  {cluster}: {'; '.join(reasons)}")
+        reasons = d.get("reasons")
+        if reasons:
+            con.print(f"[bold]{d['workload']}[/]: rejected clusters")
+            for cluster, why in reasons.items():
+                con.print(f"  {cluster}: {'; '.join(why)}", markup=False)
