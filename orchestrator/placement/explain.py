@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement.context import PlacementContext
-from orchestrator.placement.equivalence import Entry, FilterTable, bits
-from orchestrator.placement.fastpath import FilterKernel
+from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
+from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel
 from orchestrator.placement.framework import FilterPlugin, FilterResult, Plugin, ReasonSummary
 from orchestrator.placement.result import EXCLUDED, ClusterReplicas, FitSummary
 from orchestrator.placement.topk import filter_kernel_of
@@ -64,15 +64,16 @@ def explain(
     each reason in its summarised form (``framework.ReasonSummary``).
     """
     s = scheduler
-    cut = summarizer if short else _keep
+    cut = s.explainer.summarizer if short else _keep
     if attempts is None:
         attempts = [Attempt(workload, "")]
     if ctx_then is None:
         ctx_then = s.ctx.at(seq)
     current = set(workload.placement.clusters)
     chosen_names = {c.name for c in chosen}
-    # Cache entries per attempt, looked up once rather than once per cluster.
-    terms = [[(t, t.entry(t.wkey(a.view), a.view)) for t in s.term_filters] for a in attempts]
+    # Cache entries per attempt, looked up once rather than once per cluster (every view
+    # explained was placed, so its profile holds them: found by identity, not by hashing).
+    terms = [s.explainer.term_entries(a.view) for a in attempts]
     plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
     out: dict[str, tuple[str, ...]] = {}
     clusters = s.ctx.clusters
@@ -185,15 +186,47 @@ class Explainer:
         self.everyone = (1 << n) - 1
         self.excluded_mask = self.everyone & ~scheduler.allowed
         self._masks: dict[int, tuple[Entry[FilterResult], list[tuple[str, int]]]] = {}
-        self._summarizers: dict[int, Callable[[str], str]] = {}
         static = scheduler.static_filters
         self._term_pos = [static.index(t) for t in scheduler.term_filters]
         self._plain_pos = [static.index(t) for t in scheduler.plain_filters]
-        self._dynamic = [(p, summarizer(p)) for p in scheduler.dynamic_filters]
+        self._summarizers: dict[int, Callable[[str], str]] = {}
+        self._dynamic = [
+            (
+                p,
+                self.summarizer(p),
+                _kernel_factory(p),
+                p if isinstance(p, CapacityNeeds) else None,
+            )
+            for p in scheduler.dynamic_filters
+        ]
+        self._low: dict[tuple[int, int], int] = {}
         self._replay: PlacementContext | None = None
         self._start: tuple[list[int], list[int]] = ([], [])
         self._events: dict[int, list[tuple[int, int, int]]] = {}
         self._cursor = 0
+
+    def term_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+        """The view's cache entry in each filter that depends on the affinity term."""
+        static, entries = (
+            self.scheduler.static_filters,
+            self.scheduler.profiles.profile(view).entries,
+        )
+        return [(static[p], entries[p]) for p in self._term_pos]
+
+    def plain_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+        """The view's cache entry in each other static filter."""
+        static, entries = (
+            self.scheduler.static_filters,
+            self.scheduler.profiles.profile(view).entries,
+        )
+        return [(static[p], entries[p]) for p in self._plain_pos]
+
+    def summarizer(self, plugin: Plugin) -> Callable[[str], str]:
+        """``summarizer(plugin)``, cached: a runtime Protocol check costs microseconds."""
+        found = self._summarizers.get(id(plugin))
+        if found is None:
+            found = self._summarizers[id(plugin)] = summarizer(plugin)
+        return found
 
     # ------------------------------------------------------------------ capacity replay
     def _context_at(self, seq: int) -> PlacementContext:
@@ -222,6 +255,47 @@ class Explainer:
         self._cursor = seq
         return replay
 
+    def _short(
+        self,
+        seq: int,
+        plugin: CapacityNeeds,
+        view: Workload,
+        open_: int,
+        add: Callable[[str, int], None],
+    ) -> int:
+        """The clusters of ``open_`` that ``plugin`` rejected for workload ``seq``, counted.
+
+        Only clusters below the needs at the end of the run can have been short before.
+        """
+        cpu, mem = plugin.needs(view)
+        maybe = open_ & (self._below(0, cpu) | self._below(1, mem))
+        if not maybe:
+            return 0
+        then = self._context_at(seq)
+        fc, fm = then.free_cpu, then.free_mem
+        indices = bits(maybe)
+        short_cpu = mask_of([fc[i] < cpu for i in indices])
+        short_mem = mask_of([fm[i] < mem for i in indices])
+        unfit = 0
+        for resource, short in enumerate((short_cpu, short_mem)):
+            if short:
+                # Positions in ``indices`` back to cluster bits.
+                m = 0
+                for p in bits(short):
+                    m |= 1 << indices[p]
+                add(plugin.shortages[resource], m)
+                unfit |= m
+        return unfit
+
+    def _below(self, resource: int, need: int) -> int:
+        """Clusters with less than ``need`` of cpu (0) or memory (1) free at the end of the run."""
+        found = self._low.get((resource, need))
+        if found is None:
+            ctx = self.scheduler.ctx
+            free = ctx.free_cpu if resource == 0 else ctx.free_mem
+            found = self._low[(resource, need)] = mask_of([f < need for f in free])
+        return found
+
     # ------------------------------------------------------------------ static reasons
     def _reason_masks(
         self, table: FilterTable, entry: Entry[FilterResult]
@@ -238,9 +312,7 @@ class Explainer:
         rejected = self.everyone & ~entry.mask
         out: dict[str, int] = {}
         if rejected:
-            summarize = self._summarizers.get(id(table))
-            if summarize is None:
-                summarize = self._summarizers[id(table)] = summarizer(table.plugin)
+            summarize = self.summarizer(table.plugin)
             view = entry.workload
             named = 0
             for i in entry.named:
@@ -315,17 +387,22 @@ class Explainer:
                 add(reason, m & eligible)
                 plain_rejected |= m
         open_ = eligible & ~first_rejected & ~plain_rejected
-        if open_ and (self._dynamic or first.failure):
-            then = self._context_at(decision.seq)
-            indices = bits(open_)
+        if open_:
             unfit = 0
-            for plugin, summarize in self._dynamic:
-                kept = set(_fitting(then, plugin, first.view, indices))
-                for i in indices:
-                    if i not in kept:
-                        unfit |= 1 << i
-                        for reason in plugin.filter(then, first.view, ctx.clusters[i]).reasons:
-                            add(summarize(reason), 1 << i)
+            for plugin, summarize, kernel, capacity in self._dynamic:
+                if capacity is not None:
+                    unfit |= self._short(decision.seq, capacity, first.view, open_, add)
+                    continue
+                maybe = open_
+                then = self._context_at(decision.seq)
+                indices = bits(maybe)
+                kept = kernel(then, first.view)(indices)
+                if len(kept) == len(indices):
+                    continue
+                for i in set(indices).difference(kept):
+                    unfit |= 1 << i
+                    for reason in plugin.filter(then, first.view, ctx.clusters[i]).reasons:
+                        add(summarize(reason), 1 << i)
             if first.failure:
                 add(first.failure, open_ & ~unfit)
         # Current clusters may get other answers (NoSchedule spares a workload that stays).
@@ -362,10 +439,8 @@ def _most_first(item: tuple[str, int]) -> tuple[int, str]:
     return -item[1], item[0]
 
 
-def _fitting(
-    ctx: PlacementContext, plugin: FilterPlugin, view: Workload, indices: list[int]
-) -> list[int]:
-    """The indices the dynamic ``plugin`` admits at ``ctx``'s free capacity (its fastest path)."""
+def _kernel_factory(plugin: FilterPlugin) -> Callable[[PlacementContext, Workload], Kernel]:
+    """How to ask the dynamic ``plugin`` about many clusters at once (its fastest path)."""
     if isinstance(plugin, FilterKernel):
-        return plugin.filter_kernel(ctx, view)(indices)
-    return filter_kernel_of(ctx, plugin, view)(indices)
+        return plugin.filter_kernel
+    return lambda ctx, view: filter_kernel_of(ctx, plugin, view)

@@ -9,7 +9,8 @@ that implements none of it is still placed exactly (only slower):
 * ``BatchFilter`` / ``BatchScore`` / ``FilterKernel`` / ``ScoreKernel``: dynamic plugins asked for
   many clusters in one call (a list comprehension, not one call per cluster);
 * ``BoundedScore``: an upper bound on a dynamic score, so that picking ``maxClusters`` of hundreds
-  of feasible clusters scores a few (the threshold search in ``topk``).
+  of feasible clusters scores a few (the threshold search in ``topk``);
+* ``CapacityNeeds``: what a capacity filter needs, so that summaries re-check few clusters.
 
 Each fast path must give exactly the answers of the plain methods;
 ``tests/orchestrator/placement/test_fast_paths.py`` holds every built-in plugin to that.
@@ -149,4 +150,25 @@ class BoundedScore(Protocol):
 
         Only clusters outside the workload's current placement are ranked by the bound.
         """
+        ...
+
+
+@runtime_checkable
+class CapacityNeeds(Protocol):
+    """For dynamic filters that reject a cluster only for lack of free cpu or memory.
+
+    On a cluster outside the workload's current placement, the filter must reject exactly when
+    the free cpu is below ``needs(w)[0]`` (a reason that ``summarize`` turns into
+    ``shortages[0]``) or the free memory below ``needs(w)[1]`` (``shortages[1]``). Free capacity
+    only shrinks during a run, so a summary checks just the clusters that end the run below the
+    needs, with two comparisons each and no reason text.
+    """
+
+    @property
+    def shortages(self) -> tuple[str, str]:
+        """The summarised reasons for too little cpu and too little memory."""
+        ...
+
+    def needs(self, workload: Workload) -> tuple[int, int]:
+        """(millicores, bytes) free that make any cluster outside the current placement fit."""
         ...

@@ -40,6 +40,7 @@ class ResourceFit:
     """Reject clusters without room for the workload's minimum share."""
 
     name = "ResourceFit"
+    shortages = ("insufficient cpu", "insufficient memory")
     cluster_facts: frozenset[ClusterFact] = frozenset({"capacity"})
     workload_facts: frozenset[WorkloadFact] = frozenset(
         {"requests", "replicas", "division", "current"}
@@ -60,11 +61,16 @@ class ResourceFit:
             )
         return unfit(*reasons) if reasons else FITS
 
+    def needs(self, workload: Workload) -> tuple[int, int]:
+        """The minimum share's requests: enough on any cluster the workload does not run on."""
+        share = minimum_share(workload)
+        return share * workload.requests.cpu_milli, share * workload.requests.memory_bytes
+
     def summarize(self, reason: str) -> str:
         """``insufficient cpu`` / ``insufficient memory``: the amounts differ per cluster."""
-        for resource in ("cpu", "memory"):
+        for resource, short in zip(("cpu", "memory"), self.shortages, strict=True):
             if f" {resource} free, has " in reason:
-                return f"insufficient {resource}"
+                return short
         return reason
 
     def filter_batch(
