@@ -393,9 +393,8 @@ class Explainer:
                 if capacity is not None:
                     unfit |= self._short(decision.seq, capacity, first.view, open_, add)
                     continue
-                maybe = open_
                 then = self._context_at(decision.seq)
-                indices = bits(maybe)
+                indices = bits(open_)
                 kept = kernel(then, first.view)(indices)
                 if len(kept) == len(indices):
                     continue
@@ -406,8 +405,7 @@ class Explainer:
             if first.failure:
                 add(first.failure, open_ & ~unfit)
         # Current clusters may get other answers (NoSchedule spares a workload that stays).
-        exact = [i for i in current if (eligible | current_mask & ~chosen) >> i & 1]
-        exact = [i for i in exact if not self.excluded_mask >> i & 1]
+        exact = [i for i in current if not (chosen | self.excluded_mask) >> i & 1]
         if exact:
             then = self._context_at(decision.seq)
             found = explain(
