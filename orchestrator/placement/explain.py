@@ -30,6 +30,7 @@ from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
 from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel
 from orchestrator.placement.framework import FilterPlugin, FilterResult, Plugin, ReasonSummary
+from orchestrator.placement.profiles import Profile
 from orchestrator.placement.result import EXCLUDED, ClusterReplicas, FitSummary
 from orchestrator.placement.topk import filter_kernel_of
 
@@ -200,6 +201,9 @@ class Explainer:
             for p in scheduler.dynamic_filters
         ]
         self._low: dict[tuple[int, int], int] = {}
+        self._by_profile: dict[
+            int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
+        ] = {}
         self._replay: PlacementContext | None = None
         self._start: tuple[list[int], list[int]] = ([], [])
         self._events: dict[int, list[tuple[int, int, int]]] = {}
@@ -287,6 +291,31 @@ class Explainer:
                 unfit |= m
         return unfit
 
+    def _profile_masks(
+        self, view: Workload
+    ) -> tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]:
+        """The view's reason masks: (term filters', all they reject, other filters', ditto).
+
+        Kept per profile, which the ~5 workloads with equal static keys share.
+        """
+        profile = self.scheduler.profiles.profile(view)
+        found = self._by_profile.get(id(profile))
+        if found is not None and found[0] is profile:
+            return found[1]
+        static, entries = self.scheduler.static_filters, profile.entries
+        parts: list[tuple[list[tuple[str, int]], int]] = []
+        for positions in (self._term_pos, self._plain_pos):
+            merged: dict[str, int] = {}
+            rejected = 0
+            for p in positions:
+                for reason, m in self._reason_masks(static[p], entries[p]):
+                    merged[reason] = merged.get(reason, 0) | m
+                    rejected |= m
+            parts.append((list(merged.items()), rejected))
+        masks = (parts[0][0], parts[0][1], parts[1][0], parts[1][1])
+        self._by_profile[id(profile)] = (profile, masks)
+        return masks
+
     def _below(self, resource: int, need: int) -> int:
         """Clusters with less than ``need`` of cpu (0) or memory (1) free at the end of the run."""
         found = self._low.get((resource, need))
@@ -363,29 +392,23 @@ class Explainer:
             if m:
                 masks[reason] = masks.get(reason, 0) | m
 
-        static = s.static_filters
         first_rejected = 0
         still = eligible  # rejected by the term filters of every term so far
         for k, attempt in enumerate(attempts):
             label = f"affinity {attempt.label}: " if attempt.label else ""
-            entries = s.profiles.profile(attempt.view).entries
-            rejected = 0
-            for p in self._term_pos:
-                for reason, m in self._reason_masks(static[p], entries[p]):
-                    add(label + reason, m & still)
-                    rejected |= m
+            terms, rejected, plain, plain_rejected = self._profile_masks(attempt.view)
+            for reason, m in terms:
+                add(label + reason, m & still)
             if k == 0:
                 first_rejected = rejected
+                for reason, m in plain:
+                    add(reason, m & eligible)
+                first_plain_rejected = plain_rejected
             still &= rejected
             if not still:
                 break
         first = attempts[0]
-        entries = s.profiles.profile(first.view).entries
-        plain_rejected = 0
-        for p in self._plain_pos:
-            for reason, m in self._reason_masks(static[p], entries[p]):
-                add(reason, m & eligible)
-                plain_rejected |= m
+        plain_rejected = first_plain_rejected
         open_ = eligible & ~first_rejected & ~plain_rejected
         if open_:
             unfit = 0
