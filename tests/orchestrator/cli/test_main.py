@@ -112,10 +112,15 @@ def test_place_one_workload_explains_it_as_the_full_run_placed_it() -> None:
     assert doc["decisions"][0]["reasons"]
 
 
-def test_place_table_shows_the_summary() -> None:
-    table = runner.invoke(app, ["place", "-s", FLEET], env={"COLUMNS": "250"})
+@pytest.mark.parametrize("rich_rows", [500, 0])
+def test_place_table_shows_the_summary(rich_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli import render
+
+    monkeypatch.setattr(render, "RICH_TABLE_ROWS", rich_rows)  # 0: the plain lines for big runs
+    table = runner.invoke(app, ["place", "-s", FLEET, "--explain"], env={"COLUMNS": "250"})
     assert table.exit_code == 0
     assert "clusters available: " in table.stdout
+    assert "edge/edge-cache: rejected clusters" in table.stdout
 
 
 def test_drift_json_shape() -> None:
