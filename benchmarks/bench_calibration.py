@@ -37,6 +37,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -407,7 +408,9 @@ async def calibrate_fleet(
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=_temporal_binary(), search_attributes=search_attributes.ALL
+        dev_server_startup_timeout=timedelta(seconds=120),
+        dev_server_existing_path=_temporal_binary(),
+        search_attributes=search_attributes.ALL,
     )
     worker: subprocess.Popen[bytes] | None = None
     try:

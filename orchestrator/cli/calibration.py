@@ -218,8 +218,6 @@ def register(app: typer.Typer) -> None:
         except ControlError as err:
             fail(str(err))
 
-    from workflows import client as wc
-
     @app.command()
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
@@ -228,6 +226,7 @@ def register(app: typer.Typer) -> None:
         output: OutputOpt = Format.table,
     ) -> None:
         """Show a calibration's stage / cluster / step states."""
+        from workflows import client as wc
 
         async def main() -> dict[str, Any]:
             client = await _client(address, temporal_namespace)
@@ -244,7 +243,7 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Stop starting new clusters and steps (running steps finish)."""
-        _ack(wc.pause, calibration_id, address, temporal_namespace, reason=reason)
+        _ack("pause", calibration_id, address, temporal_namespace, reason=reason)
 
     @app.command()
     def resume(
@@ -254,7 +253,7 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Continue a paused calibration."""
-        _ack(wc.resume, calibration_id, address, temporal_namespace, reason=reason)
+        _ack("resume", calibration_id, address, temporal_namespace, reason=reason)
 
     @app.command()
     def approve(
@@ -265,7 +264,7 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Open a stage's approval gate."""
-        _ack(wc.approve, calibration_id, address, temporal_namespace, stage, reason=reason)
+        _ack("approve", calibration_id, address, temporal_namespace, stage, reason=reason)
 
     @app.command()
     def retry(
@@ -276,7 +275,7 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
-        _ack(wc.retry, calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("retry", calibration_id, address, temporal_namespace, cluster, reason=reason)
 
     @app.command()
     def skip(
@@ -287,7 +286,7 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Skip a cluster (a touched cluster stays tainted)."""
-        _ack(wc.skip, calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("skip", calibration_id, address, temporal_namespace, cluster, reason=reason)
 
     @app.command()
     def abort(
@@ -297,16 +296,22 @@ def register(app: typer.Typer) -> None:
         temporal_namespace: NamespaceOpt = "default",
     ) -> None:
         """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
-        _ack(wc.abort, calibration_id, address, temporal_namespace, reason=reason)
+        _ack("abort", calibration_id, address, temporal_namespace, reason=reason)
 
     def _ack(
-        call: Callable[..., Awaitable[Any]],
+        command: str,
         calibration_id: str,
         address: str,
         temporal_namespace: str,
         *args: str,
         reason: str,
     ) -> None:
+        # By name: importing workflows.client (Temporal) costs over a second, which every
+        # other command (drift, plan, place...) would pay at start-up if it happened here.
+        from workflows import client as wc
+
+        call: Callable[..., Awaitable[Any]] = getattr(wc, command)
+
         async def main() -> dict[str, Any]:
             client = await _client(address, temporal_namespace)
             ack = await call(client, calibration_id, *args, reason=reason)

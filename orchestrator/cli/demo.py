@@ -13,7 +13,7 @@ import contextlib
 import importlib.metadata
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         async def main() -> dict[str, Any]:
             env = await WorkflowEnvironment.start_local(
                 dev_server_existing_path=_temporal_binary(),
+                dev_server_startup_timeout=timedelta(seconds=120),  # the SDK's 5 s: too short
                 ui=True,
                 ui_port=ui_port,
                 search_attributes=search_attributes.ALL,

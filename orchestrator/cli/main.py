@@ -191,26 +191,58 @@ def check(
     finish(partial=bool(result.unchecked))
 
 
+ExplainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Also list every rejected cluster with its reasons (workloads x clusters: large).",
+    ),
+]
+WorkloadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        "-w",
+        help="Show only this workload's decision (namespace/name), with every cluster's reasons.",
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 @input_errors
-def place(snapshot: SnapshotOpt, output: OutputOpt = Format.table) -> None:
-    """Place every workload on the fleet and explain each rejected cluster."""
+def place(
+    snapshot: SnapshotOpt,
+    explain: ExplainOpt = False,
+    workload: WorkloadOpt = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Place every workload on the fleet; summarise why other clusters were rejected."""
     from orchestrator.cli import render
+    from orchestrator.cli.output import finish
+    from orchestrator.domain.documents import quote
+    from orchestrator.domain.errors import InputError
+    from orchestrator.placement import PlacementResult, placement_to_json
     from orchestrator.placement import place as run_placement
-    from orchestrator.placement import placement_to_json
 
     snap = _snapshot(snapshot)
+    if workload is not None and all(w.key != workload for w in snap.workloads):
+        raise InputError(
+            f"unknown workload {quote(workload)}: expected namespace/name from the snapshot"
+        )
+    # The whole fleet is placed even for one workload: its decision depends on the capacity
+    # the workloads placed before it took, so it is the one the full run would show.
     # The real clock ends NoExecute tolerations whose tolerationSeconds ran out (placement is
     # pure and reads none itself).
     result = run_placement(snap, now=datetime.now(UTC))
-    doc = placement_to_json(result)
+    if workload is not None:
+        result = PlacementResult((result.decision(workload),))
+    doc = placement_to_json(result, explain=explain or workload is not None)
 
     def table(con: Console) -> None:
         render.place_table(con, doc)
 
     emit(doc, output, table)
-    from orchestrator.cli.output import finish  # kept apart from the placement imports above
-
     finish(partial=bool(result.unschedulable))
 
 

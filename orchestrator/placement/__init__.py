@@ -17,6 +17,8 @@ Semantics worth knowing before reading a decision:
 * ``reasons`` lists every cluster that was rejected, with every reason (not only the first
   failing plugin), computed lazily with the capacity the workload saw. Feasible clusters that were
   merely not selected (``maxClusters``, weight 0) are not listed; neither is a chosen cluster.
+  ``summary`` counts the same reasons per reason ("3/1000 clusters available: 640 labels do not
+  match env=prod, ..."), cheaply; ``placement_to_json`` writes it always, ``reasons`` on request.
 * ``evicted`` = current clusters not in the new placement, whatever the cause.
 * Scores: TaintToleration (PreferNoSchedule) x1, ClusterLocality x2, ResourceBalance x1; ties
   break by cluster name. Locality outweighs any balance gain: a feasible current cluster is kept.
@@ -32,14 +34,15 @@ from orchestrator.placement.framework import (
     unfit,
 )
 from orchestrator.placement.plugins import DEFAULT_REGISTRY
-from orchestrator.placement.scheduler import (
+from orchestrator.placement.result import (
     EXCLUDED,
     ClusterReplicas,
+    FitSummary,
     PlacementResult,
     WorkloadDecision,
-    place,
     placement_to_json,
 )
+from orchestrator.placement.scheduler import place
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -48,6 +51,7 @@ __all__ = [
     "ClusterReplicas",
     "FilterPlugin",
     "FilterResult",
+    "FitSummary",
     "PlacementContext",
     "PlacementResult",
     "Registry",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
@@ -231,6 +231,12 @@ class PlacementContext:
             consumed[i].extend(used)
             changed.append(i)
         return changed
+
+    def consumption(self) -> Iterator[tuple[int, int, int, int]]:
+        """Every consumption of the run so far as (seq, cluster index, cpu, memory)."""
+        for i, ledger in enumerate(self._consumed):
+            for p in range(0, len(ledger), 3):
+                yield ledger[p], i, ledger[p + 1], ledger[p + 2]
 
     def at(self, seq: int) -> PlacementContext:
         """The same context as the workload with sequence number ``seq`` saw it (for reasons)."""

@@ -25,16 +25,14 @@ from typing import Generic, TypeVar
 
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext
+from orchestrator.placement.fastpath import FitsFilter, NamedClusters, WorkloadKeyed
 from orchestrator.placement.framework import (
     CLUSTER_FACTS,
     WORKLOAD_FACTS,
     FilterPlugin,
     FilterResult,
-    FitsFilter,
-    NamedClusters,
     Plugin,
     ScorePlugin,
-    WorkloadKeyed,
 )
 
 R = TypeVar("R", FilterResult, int)

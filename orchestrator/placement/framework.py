@@ -19,15 +19,17 @@ ten million. Two facts get special treatment because they are per-cluster by nat
   clusters still group by their other facts.
 
 ``"capacity"`` marks a *dynamic* plugin: free capacity changes while a batch is placed, so these
-are never cached and are evaluated exactly on every cluster they are asked about. They may
-implement the batch methods below (one list comprehension instead of one call per cluster), and a
-dynamic score may implement ``BoundedScore`` so that a workload needing only its ``maxClusters``
-best clusters does not have to score every feasible one.
+are never cached and are evaluated exactly on every cluster they are asked about.
+
+This module is the whole contract a plugin must meet. The optional interfaces that only make
+the same answers cheaper (verdicts without reasons, batch kernels, score bounds, finer cache
+keys) live in ``fastpath``, apart from it. ``ReasonSummary`` (below) belongs here: it shapes
+what an operator reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -85,19 +87,6 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
-class FitsFilter(Protocol):
-    """For filters that can say *whether* a cluster fits more cheaply than *why* it does not.
-
-    The scheduler asks ``fits`` to decide and ``filter`` only to explain a rejection (lazily), so
-    building reason strings costs nothing for the many answers nobody reads.
-    """
-
-    def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
-        """Exactly ``filter(ctx, workload, cluster).fits``."""
-        ...
-
-
-@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     """Ranks a feasible cluster for a workload, 0..100; ``weight`` scales it in the total."""
 
@@ -110,117 +99,17 @@ class ScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
-class NamedClusters(Protocol):
-    """For plugins with the ``"name"`` fact that care about a few names only."""
+class ReasonSummary(Protocol):
+    """For filters whose reasons carry per-cluster detail (free capacity, a measured RTT).
 
-    def named_clusters(self, workload: Workload) -> Collection[str]:
-        """Names whose answer may differ from their class's; must follow from the workload facts."""
-        ...
-
-    def only_named(self, workload: Workload) -> bool:
-        """True when every cluster *not* named gets one and the same answer (a pinned list)."""
-        ...
-
-
-@runtime_checkable
-class WorkloadKeyed(Protocol):
-    """For plugins that can name a finer workload key than their declared facts give."""
-
-    def workload_key(self, workload: Workload) -> Hashable:
-        """Two workloads with equal keys get equal answers on every cluster.
-
-        The key must follow from the plugin's declared workload facts.
-        """
-        ...
-
-
-@runtime_checkable
-class BatchFilter(Protocol):
-    """Fast path for dynamic filters: keep the cluster indices (into ``ctx.clusters``) that fit."""
-
-    def filter_batch(
-        self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
-    ) -> list[int]:
-        """Same answers as ``filter`` on each index, in the given order."""
-        ...
-
-
-@runtime_checkable
-class BatchScore(Protocol):
-    """Fast path for dynamic scores: one score per given cluster index."""
-
-    def score_batch(
-        self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]
-    ) -> list[int]:
-        """Same answers as ``score`` on each index, in the given order."""
-        ...
-
-
-Kernel = Callable[[Sequence[int]], list[int]]
-# Scores of the indices, each plus ``offsets[index]`` when offsets are given (the scheduler passes
-# the static part of the total, so adding it costs no pass of its own).
-ScoreKernelFn = Callable[[Sequence[int], Sequence[int] | None], list[int]]
-
-
-@runtime_checkable
-class FilterKernel(Protocol):
-    """Fastest path for dynamic filters: ``filter_batch`` with the workload bound once.
-
-    What depends on the workload alone (its needs, its credits on current clusters) is worked
-    out once per workload instead of once per batch. The kernel reads free capacity when it is
-    called, not when it is made.
+    A decision's ``summary`` counts rejected clusters per reason, as kube-scheduler's "0/5 nodes
+    are available: 3 Insufficient cpu" does; "needs 6 cpu free, has 4" and "needs 6 cpu free,
+    has 2" must count as one cause there. Plugins without this method are summarised by their
+    reasons as they are.
     """
 
-    def filter_kernel(self, ctx: PlacementContext, workload: Workload) -> Kernel:
-        """A function from cluster indices to those that fit, in order (as ``filter_batch``)."""
-        ...
-
-
-@runtime_checkable
-class ScoreKernel(Protocol):
-    """Fastest path for dynamic scores; the same contract as ``FilterKernel``."""
-
-    def score_kernel(self, ctx: PlacementContext, workload: Workload) -> ScoreKernelFn:
-        """A function from cluster indices (and optional offsets) to their scores (plus offsets).
-
-        ``f(indices, None)`` equals ``score_batch``; ``f(indices, offsets)`` adds
-        ``offsets[i]`` to the score of each index ``i``.
-        """
-        ...
-
-
-@runtime_checkable
-class BoundedScore(Protocol):
-    """For dynamic scores: a cap on a cluster's score, so most clusters need no exact score.
-
-    The scheduler keeps the feasible clusters of each *bound class* ordered by ``upper_bound``
-    and, when a workload needs only its ``maxClusters`` best clusters, stops reading a class once
-    no cluster left in it can beat the best found so far (a threshold algorithm): a workload that
-    picks 3 of 400 feasible clusters scores a few dozen, not 400.
-    """
-
-    def bound_class(self, ctx: PlacementContext, i: int) -> Hashable:
-        """Clusters in one class share ``discount``; keep the number of classes small."""
-        ...
-
-    def upper_bound(self, ctx: PlacementContext, i: int) -> float:
-        """At least ``score`` of cluster ``i`` for any workload, at the current free capacity.
-
-        The scheduler asks again after every placement that consumed capacity on ``i``.
-        """
-        ...
-
-    def upper_bounds(self, ctx: PlacementContext, indices: Sequence[int]) -> list[float]:
-        """``upper_bound`` of each index, in one pass."""
-        ...
-
-    def discounts(
-        self, ctx: PlacementContext, workload: Workload, classes: Sequence[Hashable]
-    ) -> list[float]:
-        """Per class: how far below ``upper_bound`` the workload's score stays in it.
-
-        Only clusters outside the workload's current placement are ranked by the bound.
-        """
+    def summarize(self, reason: str) -> str:
+        """``reason`` (one this plugin returned) without the part that differs per cluster."""
         ...
 
 

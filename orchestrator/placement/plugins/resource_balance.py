@@ -12,7 +12,8 @@ from typing import cast
 
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext, minimum_share
-from orchestrator.placement.framework import MAX_SCORE, ClusterFact, ScoreKernelFn, WorkloadFact
+from orchestrator.placement.fastpath import ScoreKernelFn
+from orchestrator.placement.framework import MAX_SCORE, ClusterFact, WorkloadFact
 from orchestrator.placement.plugins.resource_fit import needed, needed_on_current
 
 

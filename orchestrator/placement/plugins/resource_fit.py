@@ -16,14 +16,8 @@ from collections.abc import Sequence
 from orchestrator.domain.quantity import format_cpu, format_memory
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext, credited_replicas, minimum_share
-from orchestrator.placement.framework import (
-    FITS,
-    ClusterFact,
-    FilterResult,
-    Kernel,
-    WorkloadFact,
-    unfit,
-)
+from orchestrator.placement.fastpath import Kernel
+from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 
 
 def needed(workload: Workload, cluster_name: str) -> tuple[int, int]:
@@ -46,6 +40,7 @@ class ResourceFit:
     """Reject clusters without room for the workload's minimum share."""
 
     name = "ResourceFit"
+    shortages = ("insufficient cpu", "insufficient memory")
     cluster_facts: frozenset[ClusterFact] = frozenset({"capacity"})
     workload_facts: frozenset[WorkloadFact] = frozenset(
         {"requests", "replicas", "division", "current"}
@@ -65,6 +60,18 @@ class ResourceFit:
                 f"needs {format_memory(mem)} memory free, has {format_memory(free.memory_bytes)}"
             )
         return unfit(*reasons) if reasons else FITS
+
+    def needs(self, workload: Workload) -> tuple[int, int]:
+        """The minimum share's requests: enough on any cluster the workload does not run on."""
+        share = minimum_share(workload)
+        return share * workload.requests.cpu_milli, share * workload.requests.memory_bytes
+
+    def summarize(self, reason: str) -> str:
+        """``insufficient cpu`` / ``insufficient memory``: the amounts differ per cluster."""
+        for resource, short in zip(("cpu", "memory"), self.shortages, strict=True):
+            if f" {resource} free, has " in reason:
+                return short
+        return reason
 
     def filter_batch(
         self, ctx: PlacementContext, workload: Workload, indices: Sequence[int]

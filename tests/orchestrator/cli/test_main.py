@@ -93,15 +93,40 @@ def test_check_json_shape() -> None:
     assert ("prod-ap-1", "storage.k8s.io/v1alpha1/VolumeAttributesClass", "1.35") in apis
 
 
-def test_place_json_shape() -> None:
-    doc = run_json("place", "--snapshot", FLEET)
+@pytest.mark.parametrize("explain", [False, True])
+def test_place_json_shape(explain: bool) -> None:
+    doc = run_json("place", "--snapshot", FLEET, *(["--explain"] if explain else []))
     assert len(doc["decisions"]) == 9
     for d in doc["decisions"]:
-        assert {"workload", "clusters", "unschedulable", "reasons"} <= set(d)
+        assert {"workload", "clusters", "unschedulable", "summary", "rejected"} <= set(d)
+        assert ("reasons" in d) == explain
         for c in d["clusters"]:
             assert set(c) >= {"name", "replicas"} and isinstance(c["replicas"], int)
-        for cluster, reasons in d["reasons"].items():
+        assert d["summary"].split(" ")[1:3] == ["clusters", "available:"] or d["summary"].endswith(
+            "clusters available"
+        )
+        for item in d["rejected"]:
+            assert set(item) == {"reason", "clusters"} and item["clusters"] > 0
+        for cluster, reasons in d.get("reasons", {}).items():
             assert isinstance(cluster, str) and all(isinstance(r, str) for r in reasons)
+
+
+def test_place_one_workload_explains_it_as_the_full_run_placed_it() -> None:
+    full = {d["workload"]: d for d in run_json("place", "-s", FLEET, "--explain")["decisions"]}
+    doc = run_json("place", "-s", FLEET, "--workload", "edge/edge-cache")
+    assert doc["decisions"] == [full["edge/edge-cache"]]
+    assert doc["decisions"][0]["reasons"]
+
+
+@pytest.mark.parametrize("rich_rows", [500, 0])
+def test_place_table_shows_the_summary(rich_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli import render
+
+    monkeypatch.setattr(render, "RICH_TABLE_ROWS", rich_rows)  # 0: the plain lines for big runs
+    table = runner.invoke(app, ["place", "-s", FLEET, "--explain"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0
+    assert "clusters available: " in table.stdout
+    assert "edge/edge-cache: rejected clusters" in table.stdout
 
 
 def test_drift_json_shape() -> None:
@@ -164,6 +189,7 @@ BASE = Path(FLEET).read_text()
             BASE.replace("clusters: [prod-eu-1, prod-us-1]", "clusters: [prod-eu-9]", 1),
             "unknown cluster 'prod-eu-9'",
         ),
+        (["place", "--workload", "nobody/nothing"], None, "unknown workload 'nobody/nothing'"),
         (["plan", "-t", "v1.35.0", "-l", "env in prod"], None, "invalid label selector"),
         (["plan", "-t", "v1.35.0", "-l", "env=qa"], None, "selector env=qa matches no cluster"),
         (

@@ -32,7 +32,7 @@ from orchestrator.placement import division
 from orchestrator.placement.context import PlacementContext, credited_replicas
 from orchestrator.placement.framework import FilterResult, Registry
 from orchestrator.placement.plugins import DEFAULT_REGISTRY
-from orchestrator.placement.scheduler import EXCLUDED
+from orchestrator.placement.result import EXCLUDED
 from tests.orchestrator.placement.plain_division import (
     plain_aggregated,
     plain_dynamic,

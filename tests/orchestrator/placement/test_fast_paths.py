@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, snapshot_from_mapping
-from orchestrator.placement import DEFAULT_REGISTRY, place, scheduler
+from orchestrator.placement import DEFAULT_REGISTRY, bounds, place, scheduler
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import bits, mask_of, selectors
-from orchestrator.placement.framework import FitsFilter
+from orchestrator.placement.fastpath import FitsFilter
 from orchestrator.placement.plugins import ResourceBalance, ResourceFit
 
 
@@ -29,7 +29,7 @@ def _views(snapshot: FleetSnapshot) -> list[Workload]:
     out: list[Workload] = []
     for w in snapshot.workloads:
         terms = w.placement.affinities
-        views = [w] + [scheduler._term_view(w, (term,)) for term in terms]
+        views = [w] + [scheduler.term_view(w, (term,)) for term in terms]
         out += views
         out += [
             dataclasses.replace(v, placement=dataclasses.replace(v.placement, clusters=()))
@@ -106,7 +106,7 @@ def test_bounds_and_discounts_hold_on_a_fleet(fleet: FleetSnapshot) -> None:
             bound = balance.upper_bound(ctx, i)
             assert 0 <= bound <= 100
             # Scores never go below 0, bounds minus discounts may (the scheduler allows for it).
-            assert score <= max(0.0, bound - discount) + scheduler.BOUND_SLACK
+            assert score <= max(0.0, bound - discount) + bounds.BOUND_SLACK
 
 
 def test_term_view_is_replace(fleet: FleetSnapshot) -> None:
@@ -114,7 +114,7 @@ def test_term_view_is_replace(fleet: FleetSnapshot) -> None:
         for t in range(len(w.placement.affinities)):
             policy = dataclasses.replace(w.placement, affinities=(w.placement.affinities[t],))
             term = (w.placement.affinities[t],)
-            assert scheduler._term_view(w, term) == dataclasses.replace(w, placement=policy)
+            assert scheduler.term_view(w, term) == dataclasses.replace(w, placement=policy)
 
 
 def test_parsing_shares_equal_parts() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
-from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, scheduler, unfit
+from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, topk, unfit
 from tests.orchestrator.placement.reference import RefDecision, reference_place
 
 
@@ -48,7 +48,7 @@ def test_matches_reference_with_either_top_k_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot, expected = fleet_200
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", direct_limit)
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
     _compare(snapshot, expected)
 
 
@@ -99,7 +99,7 @@ def test_matches_reference_with_other_registries(
     snapshot = generate_fleet(60, 400, seed=9)
     expected = reference_place(snapshot, registry=registry)
     _compare(snapshot, expected, registry=registry)
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", 0)  # the threshold algorithm everywhere
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", 0)  # the threshold algorithm everywhere
     _compare(snapshot, expected, registry=registry)
 
 
@@ -184,7 +184,7 @@ def test_matches_reference_on_varied_policies(
 ) -> None:
     snapshot = _varied(50, 500, seed)
     expected = reference_place(snapshot)
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", direct_limit)
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
     _compare(snapshot, expected)
 
 

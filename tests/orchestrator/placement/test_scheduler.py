@@ -16,7 +16,7 @@ from orchestrator.placement import (
     division,
     place,
     placement_to_json,
-    scheduler,
+    topk,
     unfit,
 )
 from orchestrator.placement.context import PlacementContext
@@ -48,19 +48,31 @@ def _basic() -> FleetSnapshot:
     )
 
 
-def test_json_contract() -> None:
-    data = placement_to_json(place(_basic()))
+@pytest.mark.parametrize("explain", [False, True])
+def test_json_contract(explain: bool) -> None:
+    data = placement_to_json(place(_basic()), explain=explain)
     assert json.loads(json.dumps(data)) == data
     decisions: list[dict[str, Any]] = data["decisions"]  # type: ignore[assignment]
     assert [d["workload"] for d in decisions] == ["default/cron", "shop/api"]
     api = decisions[1]
-    assert set(api) >= {"workload", "clusters", "unschedulable", "reasons"}
+    assert set(api) >= {"workload", "clusters", "unschedulable", "summary", "rejected"}
     assert api["clusters"] == [{"name": "prod-eu-1", "replicas": 2}]
     assert api["unschedulable"] is False
-    assert api["reasons"] == {
-        "dev-eu-1": ["labels do not match env=prod"],
-        "prod-us-1": ["untolerated taint calibrator.dev/upgrading=:NoSchedule"],
-    }
+    assert api["summary"] == (
+        "1/3 clusters available: 1 labels do not match env=prod, "
+        "1 untolerated taint calibrator.dev/upgrading=:NoSchedule"
+    )
+    assert api["rejected"] == [
+        {"reason": "labels do not match env=prod", "clusters": 1},
+        {"reason": "untolerated taint calibrator.dev/upgrading=:NoSchedule", "clusters": 1},
+    ]
+    if explain:
+        assert api["reasons"] == {
+            "dev-eu-1": ["labels do not match env=prod"],
+            "prod-us-1": ["untolerated taint calibrator.dev/upgrading=:NoSchedule"],
+        }
+    else:
+        assert "reasons" not in api
 
 
 def test_unschedulable_names_every_cluster_with_every_reason() -> None:
@@ -209,9 +221,9 @@ def test_determinism_does_not_depend_on_input_order() -> None:
 def test_fast_top_k_matches_scoring_every_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     """The threshold algorithm and equivalence caches must not change any decision."""
     snapshot = generate_fleet(200, 1500, seed=7)
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", 0)
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", 0)
     fast = place(snapshot)
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", 10**9)
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", 10**9)
     direct = place(snapshot)
     assert [d.clusters for d in fast.decisions] == [d.clusters for d in direct.decisions]
     assert sum(1 for d in fast.decisions if d.unschedulable) < len(fast.decisions) / 5
@@ -271,7 +283,7 @@ class RejectB:
 
 def test_top_k_never_lists_a_cluster_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both current clusters are tried first; b fails, so the search goes on without a again.
-    monkeypatch.setattr(scheduler, "DIRECT_LIMIT", 0)
+    monkeypatch.setattr(topk, "DIRECT_LIMIT", 0)
     snapshot = fleet(
         [cluster("a"), cluster("b"), cluster("c"), cluster("d", allocated={"cpu": "8"})],
         [workload("w", clusters=["a", "b"], maxClusters=2)],

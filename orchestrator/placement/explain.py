@@ -1,0 +1,467 @@
+"""Why a decision is what it is: per-cluster reasons on demand, their summary by default.
+
+Both are worked out lazily, after the run, with the free capacity the workload saw.
+
+``reasons`` (``explain``) walks every cluster: for each one, the term filters of each affinity
+term tried (until one admits it, prefixed with the term's name when there are several), the other
+static filters, and, for a cluster nothing static rejected, the dynamic filters and the failure of
+the term's division. That is workloads x clusters strings, so only ``--explain`` and
+``--workload`` ask for it.
+
+``summary`` (``Explainer.summary``) gives the same reasons counted per reason, without building
+them per cluster. The answers of a static filter are per equivalence class, so each cache entry
+is turned once into one bitmask of clusters per (summarised) reason; a workload's counts are then
+a few mask intersections and ``int.bit_count`` calls. What is not per class is done exactly: the
+dynamic filters run as one kernel over the clusters every static filter admits (at the
+capacity the workload saw, replayed from the run's ledger), and clusters where the workload runs
+now are explained one by one. ``tests/orchestrator/placement/test_explain.py`` holds the summary
+to the aggregate of ``explain``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.domain.snapshot import Workload
+from orchestrator.placement.context import PlacementContext
+from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
+from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel
+from orchestrator.placement.framework import FilterPlugin, FilterResult, Plugin, ReasonSummary
+from orchestrator.placement.profiles import Profile
+from orchestrator.placement.result import EXCLUDED, ClusterReplicas, FitSummary
+from orchestrator.placement.topk import filter_kernel_of
+
+if TYPE_CHECKING:
+    from orchestrator.placement.scheduler import Scheduler
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One affinity term tried for a workload, kept for explaining the decision later."""
+
+    view: Workload
+    label: str
+    failure: str = ""
+
+
+def explain(
+    scheduler: Scheduler,
+    seq: int,
+    workload: Workload,
+    attempts: list[Attempt] | None,
+    chosen: Collection[ClusterReplicas],
+    *,
+    ctx_then: PlacementContext | None = None,
+    only: Iterable[int] | None = None,
+    short: bool = False,
+) -> dict[str, tuple[str, ...]]:
+    """Every rejected cluster (of ``only``, default all) with all its reasons, in index order.
+
+    ``attempts`` None means the single term succeeded; ``ctx_then`` is the context with the free
+    capacity the workload saw (default: rebuilt from the ledger, per cluster); ``short`` gives
+    each reason in its summarised form (``framework.ReasonSummary``).
+    """
+    s = scheduler
+    cut = s.explainer.summarizer if short else _keep
+    if attempts is None:
+        attempts = [Attempt(workload, "")]
+    if ctx_then is None:
+        ctx_then = s.ctx.at(seq)
+    current = set(workload.placement.clusters)
+    chosen_names = {c.name for c in chosen}
+    # Cache entries per attempt, looked up once rather than once per cluster (every view
+    # explained was placed, so its profile holds them: found by identity, not by hashing).
+    terms = [s.explainer.term_entries(a.view) for a in attempts]
+    plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
+    out: dict[str, tuple[str, ...]] = {}
+    clusters = s.ctx.clusters
+    for i in range(len(clusters)) if only is None else only:
+        cluster = clusters[i]
+        if i in s.excluded:
+            out[cluster.name] = (EXCLUDED,)
+            continue
+        if cluster.name in chosen_names:
+            continue
+        is_current = cluster.name in current
+        reasons: list[str] = []
+        governing = -1
+        for k, attempt in enumerate(attempts):
+            term_reasons = [
+                cut(t.plugin)(r)
+                for t, e in terms[k]
+                for r in t.result(e, attempt.view, i, is_current).reasons
+            ]
+            if not term_reasons:
+                governing = k
+                break
+            prefix = f"affinity {attempt.label}: " if attempt.label else ""
+            reasons.extend(prefix + r for r in term_reasons)
+        attempt = attempts[max(governing, 0)]
+        view = attempt.view
+        tables = plain.get(governing)
+        if tables is None:
+            tables = plain[governing] = [(t, t.entry(t.wkey(view), view)) for t in s.plain_filters]
+        for t, e in tables:
+            reasons.extend(map(cut(t.plugin), t.result(e, view, i, is_current).reasons))
+        if governing >= 0 and not reasons:
+            for plugin in s.dynamic_filters:
+                reasons.extend(map(cut(plugin), plugin.filter(ctx_then, view, cluster).reasons))
+            if not reasons and attempt.failure:
+                reasons.append(attempt.failure)
+        if reasons:
+            out[cluster.name] = tuple(dict.fromkeys(reasons))
+    return out
+
+
+def _as_is(reason: str) -> str:
+    return reason
+
+
+def _keep(plugin: Plugin) -> Callable[[str], str]:
+    return _as_is
+
+
+def summarizer(plugin: Plugin) -> Callable[[str], str]:
+    """The plugin's ``summarize`` (``framework.ReasonSummary``), or the reason as it is."""
+    return plugin.summarize if isinstance(plugin, ReasonSummary) else _as_is
+
+
+class DecisionExplanation:
+    """One decision's ``reasons`` and ``summary`` (``result.Explanation``), each built once."""
+
+    __slots__ = ("_attempts", "_explainer", "_reasons", "_summary", "chosen", "seq", "workload")
+
+    def __init__(
+        self,
+        explainer: Explainer,
+        seq: int,
+        workload: Workload,
+        attempts: list[Attempt] | None,
+        chosen: tuple[ClusterReplicas, ...],
+    ) -> None:
+        self._explainer = explainer
+        self.seq = seq
+        self.workload = workload
+        self._attempts = attempts
+        self.chosen = chosen
+        self._reasons: Mapping[str, tuple[str, ...]] | None = None
+        self._summary: FitSummary | None = None
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """The terms tried, in order (one, named "", when the only term succeeded)."""
+        return self._attempts if self._attempts is not None else [Attempt(self.workload, "")]
+
+    @property
+    def reasons(self) -> Mapping[str, tuple[str, ...]]:
+        """Every rejected cluster with all its reasons (``explain``), built on first read."""
+        if self._reasons is None:
+            self._reasons = explain(
+                self._explainer.scheduler, self.seq, self.workload, self._attempts, self.chosen
+            )
+        return self._reasons
+
+    @property
+    def summary(self) -> FitSummary:
+        """The reasons counted per summarised reason (``Explainer.summary``)."""
+        if self._summary is None:
+            self._summary = self._explainer.summary(self)
+        return self._summary
+
+
+class Explainer:
+    """What one run's summaries share: reason masks per cache entry and the capacity replay.
+
+    The replay: the ledger records every consumption with the sequence number of the workload
+    that made it, so the free capacity workload ``seq`` saw is the capacity before the run minus
+    what workloads ``0..seq-1`` consumed. Summaries read in order (as the JSON writer does) walk
+    the ledger once; one read out of order starts over.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        n = len(scheduler.ctx.clusters)
+        self.everyone = (1 << n) - 1
+        self.excluded_mask = self.everyone & ~scheduler.allowed
+        self._masks: dict[int, tuple[Entry[FilterResult], list[tuple[str, int]]]] = {}
+        static = scheduler.static_filters
+        self._term_pos = [static.index(t) for t in scheduler.term_filters]
+        self._plain_pos = [static.index(t) for t in scheduler.plain_filters]
+        self._summarizers: dict[int, Callable[[str], str]] = {}
+        self._dynamic = [
+            (
+                p,
+                self.summarizer(p),
+                _kernel_factory(p),
+                p if isinstance(p, CapacityNeeds) else None,
+            )
+            for p in scheduler.dynamic_filters
+        ]
+        self._low: dict[tuple[int, int], int] = {}
+        self._by_profile: dict[
+            int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
+        ] = {}
+        self._replay: PlacementContext | None = None
+        self._start: tuple[list[int], list[int]] = ([], [])
+        self._events: dict[int, list[tuple[int, int, int]]] = {}
+        self._cursor = 0
+
+    def term_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+        """The view's cache entry in each filter that depends on the affinity term."""
+        static, entries = (
+            self.scheduler.static_filters,
+            self.scheduler.profiles.profile(view).entries,
+        )
+        return [(static[p], entries[p]) for p in self._term_pos]
+
+    def plain_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+        """The view's cache entry in each other static filter."""
+        static, entries = (
+            self.scheduler.static_filters,
+            self.scheduler.profiles.profile(view).entries,
+        )
+        return [(static[p], entries[p]) for p in self._plain_pos]
+
+    def summarizer(self, plugin: Plugin) -> Callable[[str], str]:
+        """``summarizer(plugin)``, cached: a runtime Protocol check costs microseconds."""
+        found = self._summarizers.get(id(plugin))
+        if found is None:
+            found = self._summarizers[id(plugin)] = summarizer(plugin)
+        return found
+
+    # ------------------------------------------------------------------ capacity replay
+    def _context_at(self, seq: int) -> PlacementContext:
+        """A context whose free capacity is what workload ``seq`` saw (shared, moved forward)."""
+        ctx = self.scheduler.ctx
+        if self._replay is None:
+            start_cpu, start_mem = list(ctx.free_cpu), list(ctx.free_mem)
+            for done, i, cpu, mem in ctx.consumption():
+                start_cpu[i] += cpu
+                start_mem[i] += mem
+                self._events.setdefault(done, []).append((i, cpu, mem))
+            self._start = (start_cpu, start_mem)
+            self._replay = replay = copy.copy(ctx)
+            replay.seq = None
+            replay.free_cpu, replay.free_mem = list(start_cpu), list(start_mem)
+            self._cursor = 0
+        replay = self._replay
+        if seq < self._cursor:
+            replay.free_cpu[:], replay.free_mem[:] = self._start
+            self._cursor = 0
+        fc, fm, events = replay.free_cpu, replay.free_mem, self._events
+        for done in range(self._cursor, seq):
+            for i, cpu, mem in events.get(done, ()):
+                fc[i] -= cpu
+                fm[i] -= mem
+        self._cursor = seq
+        return replay
+
+    def _short(
+        self,
+        seq: int,
+        plugin: CapacityNeeds,
+        view: Workload,
+        open_: int,
+        add: Callable[[str, int], None],
+    ) -> int:
+        """The clusters of ``open_`` that ``plugin`` rejected for workload ``seq``, counted.
+
+        Only clusters below the needs at the end of the run can have been short before.
+        """
+        cpu, mem = plugin.needs(view)
+        maybe = open_ & (self._below(0, cpu) | self._below(1, mem))
+        if not maybe:
+            return 0
+        then = self._context_at(seq)
+        fc, fm = then.free_cpu, then.free_mem
+        indices = bits(maybe)
+        short_cpu = mask_of([fc[i] < cpu for i in indices])
+        short_mem = mask_of([fm[i] < mem for i in indices])
+        unfit = 0
+        for resource, short in enumerate((short_cpu, short_mem)):
+            if short:
+                # Positions in ``indices`` back to cluster bits.
+                m = 0
+                for p in bits(short):
+                    m |= 1 << indices[p]
+                add(plugin.shortages[resource], m)
+                unfit |= m
+        return unfit
+
+    def _profile_masks(
+        self, view: Workload
+    ) -> tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]:
+        """The view's reason masks: (term filters', all they reject, other filters', ditto).
+
+        Kept per profile, which the ~5 workloads with equal static keys share.
+        """
+        profile = self.scheduler.profiles.profile(view)
+        found = self._by_profile.get(id(profile))
+        if found is not None and found[0] is profile:
+            return found[1]
+        static, entries = self.scheduler.static_filters, profile.entries
+        parts: list[tuple[list[tuple[str, int]], int]] = []
+        for positions in (self._term_pos, self._plain_pos):
+            merged: dict[str, int] = {}
+            rejected = 0
+            for p in positions:
+                for reason, m in self._reason_masks(static[p], entries[p]):
+                    merged[reason] = merged.get(reason, 0) | m
+                    rejected |= m
+            parts.append((list(merged.items()), rejected))
+        masks = (parts[0][0], parts[0][1], parts[1][0], parts[1][1])
+        self._by_profile[id(profile)] = (profile, masks)
+        return masks
+
+    def _below(self, resource: int, need: int) -> int:
+        """Clusters with less than ``need`` of cpu (0) or memory (1) free at the end of the run."""
+        found = self._low.get((resource, need))
+        if found is None:
+            ctx = self.scheduler.ctx
+            free = ctx.free_cpu if resource == 0 else ctx.free_mem
+            found = self._low[(resource, need)] = mask_of([f < need for f in free])
+        return found
+
+    # ------------------------------------------------------------------ static reasons
+    def _reason_masks(
+        self, table: FilterTable, entry: Entry[FilterResult]
+    ) -> list[tuple[str, int]]:
+        """(summarised reason, clusters it rejects as a bitmask) for one cache entry.
+
+        Built once per entry: one question per rejected class (each cluster of a per-cluster
+        table, each named cluster), answered from the entry's cache. Clusters in the workload's
+        current placement may get another answer; the summary asks for those exactly.
+        """
+        found = self._masks.get(id(entry))
+        if found is not None and found[0] is entry:
+            return found[1]
+        rejected = self.everyone & ~entry.mask
+        out: dict[str, int] = {}
+        if rejected:
+            summarize = self.summarizer(table.plugin)
+            view = entry.workload
+            named = 0
+            for i in entry.named:
+                named |= 1 << i
+            if table.per_cluster:
+                groups = [(1 << i, i) for i in bits(rejected & ~named)]
+            else:
+                groups = []
+                for group in table.group_mask:
+                    m = group & rejected & ~named
+                    if m:
+                        groups.append((m, (m & -m).bit_length() - 1))
+            groups += [(1 << i, i) for i in entry.named if rejected >> i & 1]
+            for m, rep in groups:
+                for reason in table.result(entry, view, rep, False).reasons:
+                    key = summarize(reason)
+                    out[key] = out.get(key, 0) | m
+        masks = list(out.items())
+        self._masks[id(entry)] = (entry, masks)
+        return masks
+
+    # ------------------------------------------------------------------ one summary
+    def summary(self, decision: DecisionExplanation) -> FitSummary:
+        """``explain`` counted per summarised reason, at the cost of a few mask operations.
+
+        Mirrors ``explain`` exactly: a cluster's term reasons count for each term tried while
+        every earlier term rejected it too; the other static filters count everywhere; the
+        dynamic filters and the first term's failure count only where nothing static (of the
+        first term) said no. Excluded clusters count once, as ``excluded``.
+        """
+        s = self.scheduler
+        ctx = s.ctx
+        attempts = decision.attempts
+        index = ctx.index
+        chosen = 0
+        for line in decision.chosen:
+            chosen |= 1 << index[line.name]
+        current = sorted({index[n] for n in decision.workload.placement.clusters if n in index})
+        current_mask = 0
+        for i in current:
+            current_mask |= 1 << i
+        eligible = self.everyone & ~self.excluded_mask & ~chosen & ~current_mask
+        masks: dict[str, int] = {}
+        if self.excluded_mask:
+            masks[EXCLUDED] = self.excluded_mask
+
+        def add(reason: str, m: int) -> None:
+            if m:
+                masks[reason] = masks.get(reason, 0) | m
+
+        first_rejected = 0
+        still = eligible  # rejected by the term filters of every term so far
+        for k, attempt in enumerate(attempts):
+            label = f"affinity {attempt.label}: " if attempt.label else ""
+            terms, rejected, plain, plain_rejected = self._profile_masks(attempt.view)
+            for reason, m in terms:
+                add(label + reason, m & still)
+            if k == 0:
+                first_rejected = rejected
+                for reason, m in plain:
+                    add(reason, m & eligible)
+                first_plain_rejected = plain_rejected
+            still &= rejected
+            if not still:
+                break
+        first = attempts[0]
+        plain_rejected = first_plain_rejected
+        open_ = eligible & ~first_rejected & ~plain_rejected
+        if open_:
+            unfit = 0
+            for plugin, summarize, kernel, capacity in self._dynamic:
+                if capacity is not None:
+                    unfit |= self._short(decision.seq, capacity, first.view, open_, add)
+                    continue
+                then = self._context_at(decision.seq)
+                indices = bits(open_)
+                kept = kernel(then, first.view)(indices)
+                if len(kept) == len(indices):
+                    continue
+                for i in set(indices).difference(kept):
+                    unfit |= 1 << i
+                    for reason in plugin.filter(then, first.view, ctx.clusters[i]).reasons:
+                        add(summarize(reason), 1 << i)
+            if first.failure:
+                add(first.failure, open_ & ~unfit)
+        # Current clusters may get other answers (NoSchedule spares a workload that stays).
+        exact = [i for i in current if not (chosen | self.excluded_mask) >> i & 1]
+        if exact:
+            then = self._context_at(decision.seq)
+            found = explain(
+                s,
+                decision.seq,
+                decision.workload,
+                attempts,
+                decision.chosen,
+                ctx_then=then,
+                only=exact,
+                short=True,
+            )
+            for name, reasons in found.items():
+                bit = 1 << index[name]
+                for reason in reasons:
+                    add(reason, bit)
+        union = 0
+        for m in masks.values():
+            union |= m
+        rejected_counts = sorted(
+            ((reason, m.bit_count()) for reason, m in masks.items()), key=_most_first
+        )
+        return FitSummary(
+            len(ctx.clusters), len(ctx.clusters) - union.bit_count(), tuple(rejected_counts)
+        )
+
+
+def _most_first(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
+
+
+def _kernel_factory(plugin: FilterPlugin) -> Callable[[PlacementContext, Workload], Kernel]:
+    """How to ask the dynamic ``plugin`` about many clusters at once (its fastest path)."""
+    if isinstance(plugin, FilterKernel):
+        return plugin.filter_kernel
+    return lambda ctx, view: filter_kernel_of(ctx, plugin, view)

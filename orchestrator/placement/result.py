@@ -1,0 +1,148 @@
+"""What a placement run returns, and its JSON (the ``calibrator place`` contract of DESIGN.md).
+
+A decision says where a workload goes and, Karmada / kube-scheduler style, why it could not go
+anywhere else: a one-line ``summary`` ("3/1000 clusters available: 640 labels do not match
+env=prod, ...") and ``rejected`` counts per reason by default, and the full per-cluster
+``reasons`` only for whoever asks. Both are worked out lazily, on first read, by an
+``Explanation`` the scheduler attaches: at 1,000 clusters x 10,000 workloads the per-cluster
+reasons are ten million strings (a gigabyte of JSON) that a plain ``place`` never needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+EXCLUDED = "excluded"
+
+
+class ClusterReplicas(NamedTuple):
+    """One line of a decision: a cluster and how many replicas it runs (a tuple: cheap to make)."""
+
+    name: str
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitSummary:
+    """How many clusters could take the workload, and how many each reason ruled out.
+
+    ``available`` counts the clusters with no reason against them (chosen or merely not
+    selected); ``rejected`` is the per-cluster ``reasons`` aggregated: (reason, clusters) with
+    per-cluster detail (free capacity, measured RTT) left out so that equal causes add up, most
+    clusters first, then by reason. A cluster with two reasons counts under both, as in
+    kube-scheduler's FitError message.
+    """
+
+    total: int
+    available: int
+    rejected: tuple[tuple[str, int], ...]
+
+    @property
+    def text(self) -> str:
+        """``3/1000 clusters available: 640 labels do not match env=prod, 50 untolerated ...``."""
+        head = f"{self.available}/{self.total} clusters available"
+        if not self.rejected:
+            return head
+        return head + ": " + ", ".join(f"{count} {reason}" for reason, count in self.rejected)
+
+
+class Explanation(Protocol):
+    """Why a decision is what it is, computed when first read (see ``placement.explain``)."""
+
+    @property
+    def reasons(self) -> Mapping[str, tuple[str, ...]]:
+        """Every rejected cluster with all its reasons."""
+        ...
+
+    @property
+    def summary(self) -> FitSummary:
+        """The reasons counted per (summarised) reason, without building them per cluster."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WorkloadDecision:
+    """Where one workload goes, or why it cannot go anywhere.
+
+    ``reasons`` names every rejected cluster (Karmada FitError style), also for schedulable
+    workloads, so "why not there?" always has an answer; ``summary`` counts them. ``evicted``
+    lists current clusters the workload leaves (NoExecute taint, API removal, exclusion, or a
+    better placement). ``affinity`` is the fallback term that won (its name, or ``#index``) when
+    there are several.
+    """
+
+    workload: str
+    clusters: tuple[ClusterReplicas, ...]
+    unschedulable: bool
+    explanation: Explanation
+    evicted: tuple[str, ...] = ()
+    affinity: str | None = None
+    # Division did what the policy alone does not say (``division.EQUAL_WEIGHTS_NOTE``).
+    division_note: str = ""
+    # (cluster, when) for chosen clusters a NoExecute toleration holds only for a while.
+    evict_at: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def replicas(self) -> dict[str, int]:
+        """Replicas by cluster name."""
+        return {c.name: c.replicas for c in self.clusters}
+
+    @property
+    def reasons(self) -> Mapping[str, tuple[str, ...]]:
+        """Rejected clusters and all their reasons (built on first read: workloads x clusters)."""
+        return self.explanation.reasons
+
+    @property
+    def summary(self) -> FitSummary:
+        """Clusters available and rejections counted per reason (cheap: per cluster class)."""
+        return self.explanation.summary
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementResult:
+    """Decisions in ``namespace/name`` order."""
+
+    decisions: tuple[WorkloadDecision, ...]
+
+    def decision(self, workload: str) -> WorkloadDecision:
+        """The decision for ``namespace/name`` (KeyError if it was not placed)."""
+        for d in self.decisions:
+            if d.workload == workload:
+                return d
+        raise KeyError(workload)
+
+    @property
+    def unschedulable(self) -> tuple[WorkloadDecision, ...]:
+        """Decisions that found no placement."""
+        return tuple(d for d in self.decisions if d.unschedulable)
+
+
+def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict[str, object]:
+    """The ``calibrator place`` contract (DESIGN.md), plus ``evicted`` and ``affinity``.
+
+    Every decision carries ``summary`` and ``rejected``, which grow with the distinct reasons,
+    not with the fleet; ``explain`` adds the per-cluster ``reasons`` (workloads x clusters).
+    """
+    decisions: list[dict[str, object]] = []
+    for d in result.decisions:
+        summary = d.summary
+        item: dict[str, object] = {
+            "workload": d.workload,
+            "clusters": [{"name": c.name, "replicas": c.replicas} for c in d.clusters],
+            "unschedulable": d.unschedulable,
+            "summary": summary.text,
+            "rejected": [{"reason": r, "clusters": n} for r, n in summary.rejected],
+            "evicted": list(d.evicted),
+        }
+        if explain:
+            item["reasons"] = {name: list(reasons) for name, reasons in d.reasons.items()}
+        if d.affinity is not None:
+            item["affinity"] = d.affinity
+        if d.division_note:
+            item["divisionNote"] = d.division_note
+        if d.evict_at:
+            item["evictAt"] = dict(d.evict_at)
+        decisions.append(item)
+    return {"decisions": decisions}
