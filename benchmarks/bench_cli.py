@@ -84,8 +84,11 @@ def run_once(argv: list[str], out: Path, timeout: float) -> tuple[float, str]:
             argv, stdout=sink, stderr=subprocess.PIPE, env=_env(), timeout=timeout, check=False
         )
         elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        return elapsed, proc.stderr.decode(errors="replace").strip().splitlines()[-1:][0]
+    # Exit 1 is a partial result with the whole document written (blocked clusters, unschedulable
+    # workloads: README "Exit status"), which is what a user waits for too.
+    if proc.returncode not in (0, 1) or out.stat().st_size == 0:
+        lines = proc.stderr.decode(errors="replace").strip().splitlines()
+        return elapsed, lines[-1] if lines else f"exit {proc.returncode}, no output"
     return elapsed, ""
 
 
