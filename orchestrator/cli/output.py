@@ -52,7 +52,7 @@ def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
     of Rich's default ellipsis. Together with ``output.console`` (wide when not a terminal) this
     keeps names whole in logs and in narrow terminals.
     """
-    table = Table(title=title)
+    table = Table(title=title, title_justify="left", caption_justify="left")  # logs: no centring
     for i, col in enumerate(columns):
         table.add_column(col, no_wrap=i < names, overflow="fold")
     return table
