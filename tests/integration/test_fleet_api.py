@@ -173,7 +173,10 @@ def test_demo_fleet_workloads_are_valid(
     dyn: DynamicClient, namespace: str, obj: dict[str, Any]
 ) -> None:
     res = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD)
+    # A name of its own: the round-trip test creates the example workloads for real in the same
+    # namespace, and tests run in random order, so the demo's names may already exist (409).
     body = _set(obj, "metadata.namespace", namespace)
+    body = _set(body, "metadata.name", f"demo-{obj['metadata']['name']}")
     created = res.create(body=body, namespace=namespace, query_params=[("dryRun", "All")])
     assert fleetapi.workload_entry(created.to_dict())["apis"] == obj["spec"]["apis"]
 
