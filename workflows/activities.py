@@ -41,7 +41,6 @@ from orchestrator.domain.snapshot import (
     Workload,
     replace_cluster,
     snapshot_from_mapping,
-    snapshot_to_mapping,
 )
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint, parse_time
 from orchestrator.domain.versions import KubeVersion, VersionError
@@ -66,8 +65,6 @@ from workflows.model import (
     FindingPlan,
     FleetPlan,
     GroupPlan,
-    InventoryInput,
-    InventoryResult,
     LocateInput,
     PatchControlPlaneInput,
     PatchResult,
@@ -433,11 +430,6 @@ class CalibrationActivities:
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
         return [
-            # inventory and plan put the fleet and the plan in history; the workflows no longer
-            # call them (plan_fleet does both, out of history), but runs started before that
-            # change still may, so a new worker keeps serving them.
-            self.inventory,
-            self.plan,
             self.plan_fleet,
             self.wave,
             self.cluster_plan,
@@ -460,28 +452,7 @@ class CalibrationActivities:
         except NotFoundError as err:
             raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
 
-    # ---------------------------------------------------------------- inventory and plan
-
-    @activity.defn(name="inventory")
-    async def inventory(self, input: InventoryInput) -> InventoryResult:
-        """Read the fleet with LIST calls; the result is recorded in history like any payload."""
-        try:
-            inv = await self._backend.inventory(input.clusters)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
-        for name, reason in sorted(inv.skipped.items()):
-            activity.logger.warning("cluster %s skipped: %s", name, reason)
-        return InventoryResult(
-            snapshot_to_mapping(inv.snapshot), dict(inv.namespaces), dict(inv.skipped)
-        )
-
-    @activity.defn(name="plan")
-    async def plan(self, input: PlanInput) -> FleetPlan:
-        """Run the pure planner; its result in history makes replays and retries plan-stable."""
-        try:
-            return plan_from_input(input)
-        except InputError as err:
-            _invalid(str(err))
+    # ---------------------------------------------------------------- the stored plan
 
     def _remember(self, digest: str, loaded: _LoadedPlan) -> _LoadedPlan:
         self._plans[digest] = loaded
@@ -521,6 +492,8 @@ class CalibrationActivities:
                     raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
                 snapshot, namespaces = inv.snapshot, dict(inv.namespaces)
                 skipped = dict(inv.skipped)
+                for name, reason in sorted(skipped.items()):
+                    activity.logger.warning("cluster %s skipped: %s", name, reason)
             else:
                 skipped = {}
                 snapshot = snapshot_from_mapping(input.snapshot)

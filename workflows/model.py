@@ -304,22 +304,6 @@ SAMPLE_LIMIT = 50
 
 
 @dataclass(frozen=True)
-class InventoryInput:
-    """Read the fleet (LIST calls); ``clusters`` narrows it (empty = every cluster)."""
-
-    clusters: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class InventoryResult:
-    """The fleet in FleetSnapshot file form, plus each cluster's namespace."""
-
-    snapshot: dict[str, Any]
-    namespaces: dict[str, str] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)  # malformed clusters: name -> reason
-
-
-@dataclass(frozen=True)
 class PlanInput:
     """Inputs of the pure planner (``orchestrator.planning.plan_calibration``)."""
 

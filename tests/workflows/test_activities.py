@@ -17,6 +17,7 @@ from workflows.activities import (
     NOT_FOUND,
     VERSION_CONFLICT,
     CalibrationActivities,
+    plan_from_input,
 )
 from workflows.model import (
     ClusterPlanInput,
@@ -154,11 +155,8 @@ def test_plan_conversion_adds_step_ids_from_versions_and_canary_gate() -> None:
         canary={"selector": {"matchLabels": {"canary": "yes"}}, "approvalAfter": True},
         max_failures=2,
     )
-    plan = run(
-        ActivityEnvironment().run(
-            acts(fleet).plan,
-            PlanInput("cal-1", "v1.33.5", snapshot_to_mapping(snapshot), doc, None, {"m": "ns"}),
-        )
+    plan = plan_from_input(
+        PlanInput("cal-1", "v1.33.5", snapshot_to_mapping(snapshot), doc, None, {"m": "ns"})
     )
     assert [s.name for s in plan.stages] == ["canary", "rest"]
     assert [s.approval for s in plan.stages] == [False, True]  # approvalAfter gates the next
@@ -175,7 +173,7 @@ def test_plan_conversion_adds_step_ids_from_versions_and_canary_gate() -> None:
     with pytest.raises(ApplicationError) as err:
         run(
             ActivityEnvironment().run(
-                acts(fleet).plan, PlanInput("x", "v1.30.0", snapshot_to_mapping(snapshot))
+                acts(fleet).plan_fleet, PlanInput("x", "v1.30.0", snapshot_to_mapping(snapshot))
             )
         )
     assert err.value.type == INVALID_INPUT and err.value.non_retryable
