@@ -24,6 +24,7 @@ from orchestrator.domain.quantity import (
     parse_memory_bytes,
 )
 from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
+from orchestrator.domain.strict import boolean, check_fields, integer
 from orchestrator.domain.taints import (
     NUMERIC_OPERATORS,
     OPERATORS,
@@ -320,11 +321,7 @@ def _name(raw: object, where: str) -> str:
 
 
 def _int(raw: object, where: str, minimum: int = 0, maximum: int = MAX_REPLICAS) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or not minimum <= raw <= maximum:
-        raise SnapshotError(
-            f"{where}: must be an integer from {minimum} to {maximum:,}, got {quote(raw)}"
-        )
-    return raw
+    return integer(raw, where, minimum, maximum, SnapshotError)
 
 
 def _number(raw: object, where: str, maximum: float = MAX_RTT_MS) -> float:
@@ -335,10 +332,7 @@ def _number(raw: object, where: str, maximum: float = MAX_RTT_MS) -> float:
 
 
 def _bool(raw: object, where: str) -> bool:
-    """A real boolean: ``'false'`` is a string and must not read as True."""
-    if not isinstance(raw, bool):
-        raise SnapshotError(f"{where}: must be true or false, got {quote(raw)}")
-    return raw
+    return boolean(raw, where, SnapshotError)
 
 
 def _version(raw: object, where: str) -> KubeVersion:
@@ -386,14 +380,7 @@ def _labels(raw: object, where: str) -> dict[str, str]:
 
 
 def _check_fields(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    if len(data) <= len(allowed) and all(key in allowed for key in data):
-        return
-    unknown = [key for key in data if key not in allowed]
-    if unknown:
-        names = ", ".join(key[:40] if isinstance(key, str) else quote(key) for key in unknown[:5])
-        raise SnapshotError(
-            f"{where}: unknown field(s) {names} (allowed: {', '.join(sorted(allowed))})"
-        )
+    check_fields(data, allowed, where, SnapshotError)
 
 
 def _cluster(raw: object, where: str) -> Cluster:

@@ -19,6 +19,7 @@ from orchestrator.domain.durations import format_duration, parse_duration
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import LabelSelector, selector_from_mapping
 from orchestrator.domain.snapshot import Cluster
+from orchestrator.domain.strict import boolean, check_fields, integer
 
 CANARY_LABEL = "calibrator.dev/canary"
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -274,28 +275,17 @@ def _fields(raw: object, allowed: tuple[str, ...], where: str) -> Mapping[str, A
     """
     if not isinstance(raw, Mapping):
         raise StrategyError(f"{where}: expected a mapping, got {quote(raw)}")
-    unknown = [key for key in raw if key not in allowed]
-    if unknown:
-        names = ", ".join(key[:40] if isinstance(key, str) else quote(key) for key in unknown[:5])
-        raise StrategyError(
-            f"{where}: unknown field(s) {names} (allowed: {', '.join(sorted(allowed))})"
-        )
+    check_fields(raw, allowed, where, StrategyError)
     return raw
 
 
 def _bool(raw: object, where: str) -> bool:
     """A real boolean: ``approval: 'false'`` is a string, and must not turn a gate on."""
-    if not isinstance(raw, bool):
-        raise StrategyError(f"{where}: must be true or false, got {quote(raw)}")
-    return raw
+    return boolean(raw, where, StrategyError)
 
 
 def _count(raw: object, where: str, minimum: int, maximum: int) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or not minimum <= raw <= maximum:
-        raise StrategyError(
-            f"{where}: must be an integer from {minimum} to {maximum:,}, got {quote(raw)}"
-        )
-    return raw
+    return integer(raw, where, minimum, maximum, StrategyError)
 
 
 def _name(raw: object, where: str) -> str:
