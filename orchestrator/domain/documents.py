@@ -308,6 +308,10 @@ def _load_yaml(text: str, what: str) -> Any:
         mark = err.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = err.problem or "unparseable"
+        if problem == "exceeded maximum nesting depth":
+            # libyaml from 0.2.5 on (bundled with PyYAML 6.0.4) stops deep flow collections
+            # while scanning, before our builder sees the events: same limit, same message.
+            raise DocumentError(f"{what} nests deeper than {MAX_DEPTH} levels{where}") from None
         raise DocumentError(f"{what} is not valid YAML{where}: {problem}") from None
     except yaml.YAMLError as err:  # e.g. a ReaderError: control characters
         first = (str(err).splitlines() or ["unparseable"])[0]
