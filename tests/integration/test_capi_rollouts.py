@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -34,8 +35,20 @@ CREATE_TIMEOUT = 300
 UPGRADE_TIMEOUT = 420
 
 
+@dataclass(frozen=True)
+class Created:
+    """What each cluster looked like once Available at its created version, before any test of
+    this module upgraded it (tests run in random order; the upgrades change it-b and it-kcp)."""
+
+    versions: dict[str, str]
+    nodes: dict[str, int]
+    kube_proxy: dict[str, str]
+    it_a: dict[str, Any]
+    seconds: float
+
+
 @pytest.fixture(scope="module")
-def fleet(dyn: DynamicClient) -> Iterator[dict[str, str]]:
+def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[Created]:
     namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
     namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     apply_all(dyn, cluster_class_objects(NS))
@@ -45,29 +58,36 @@ def fleet(dyn: DynamicClient) -> Iterator[dict[str, str]]:
             cluster_objects(name, NS, version, labels={"env": "it", "calibrator.dev/test": name}),
         )
     apply_all(dyn, cluster_objects(PLAIN[0], NS, PLAIN[1], topology=False, labels={"env": "it"}))
-    yield {**TOPOLOGY, PLAIN[0]: PLAIN[1]}
-    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
-    for name in [*TOPOLOGY, PLAIN[0]]:
-        clusters.delete(name=name, namespace=NS)
-    wait_for("clusters deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 240)
-
-
-def test_clusters_from_the_clusterclass_become_available(
-    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
-) -> None:
+    versions = {**TOPOLOGY, PLAIN[0]: PLAIN[1]}
     began = time.monotonic()
-    for name, version in fleet.items():
+    nodes: dict[str, int] = {}
+    proxies: dict[str, str] = {}
+    for name, version in versions.items():
         summary = wait_for(
             f"{name} Available at {version}",
             functools.partial(fully_at_version, dyn, mgmt, NS, name, version, 2),
             CREATE_TIMEOUT,
         )
-        assert len(summary["nodes"]) == 2
-        assert kube_proxy_image(mgmt, NS, name).endswith(f":{version}")
-    cluster = get(dyn, capi.CLUSTER, NS, "it-a")
+        nodes[name] = len(summary["nodes"])
+        proxies[name] = kube_proxy_image(mgmt, NS, name)
+    created = Created(
+        versions, nodes, proxies, get(dyn, capi.CLUSTER, NS, "it-a"), time.monotonic() - began
+    )
+    yield created
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+    for name in versions:
+        clusters.delete(name=name, namespace=NS)
+    wait_for("clusters deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 240)
+
+
+def test_clusters_from_the_clusterclass_become_available(fleet: Created) -> None:
+    for name, version in fleet.versions.items():
+        assert fleet.nodes[name] == 2
+        assert fleet.kube_proxy[name].endswith(f":{version}")
+    cluster = fleet.it_a
     assert cluster["spec"]["topology"]["version"] == "v1.32.0"
     assert cluster["metadata"]["labels"]["env"] == "it"
-    print(f"4 clusters Available after {time.monotonic() - began:.0f}s")
+    print(f"4 clusters Available after {fleet.seconds:.0f}s")
 
 
 def _names(ms: list[dict[str, Any]]) -> frozenset[str]:
@@ -75,11 +95,13 @@ def _names(ms: list[dict[str, Any]]) -> frozenset[str]:
 
 
 def test_managed_topology_upgrade_by_one_minor_replaces_every_machine(
-    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
+    fleet: Created, dyn: DynamicClient, mgmt: client.ApiClient
 ) -> None:
     name, target = "it-b", "v1.34.0"
     wait_for(
-        "it-b ready", lambda: fully_at_version(dyn, mgmt, NS, name, fleet[name], 2), CREATE_TIMEOUT
+        "it-b ready",
+        lambda: fully_at_version(dyn, mgmt, NS, name, fleet.versions[name], 2),
+        CREATE_TIMEOUT,
     )
     before = _names(machines(dyn, NS, name))
     began = time.monotonic()
@@ -91,11 +113,11 @@ def test_managed_topology_upgrade_by_one_minor_replaces_every_machine(
     )
     assert not before & set(summary["machines"])
     assert kube_proxy_image(mgmt, NS, name).endswith(f":{target}")
-    print(f"topology upgrade {fleet[name]} -> {target}: {time.monotonic() - began:.0f}s")
+    print(f"topology upgrade {fleet.versions[name]} -> {target}: {time.monotonic() - began:.0f}s")
 
 
 def test_plain_kcp_and_machinedeployment_upgrade_by_one_minor(
-    fleet: dict[str, str], dyn: DynamicClient, mgmt: client.ApiClient
+    fleet: Created, dyn: DynamicClient, mgmt: client.ApiClient
 ) -> None:
     name, target = PLAIN[0], "v1.34.0"
     wait_for(
