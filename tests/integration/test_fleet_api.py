@@ -311,7 +311,7 @@ def test_writer_placement_decisions_are_an_argo_cd_cluster_decision_resource(
 def without_crds(plane: LocalPlane, dyn: DynamicClient) -> Iterator[None]:
     res = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     for name in fleetapi.CRD_NAMES:
-        res.delete(name=name)
+        res.delete(name=name, _request_timeout=60)
     wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 120, interval=0.5)
     try:
         yield
