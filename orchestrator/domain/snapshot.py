@@ -8,10 +8,13 @@ ever sees a half-valid fleet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal, TypeVar, cast
+from functools import wraps
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 import yaml
 
@@ -292,7 +295,60 @@ class FleetSnapshot:
 # --------------------------------------------------------------------------------------------
 
 
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+# Parsed values by the text of their raw document value, for the length of one
+# ``snapshot_from_mapping`` call (None outside one). See ``_by_content``.
+_PARSED: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar("_PARSED", default=None)
+
+
+@contextmanager
+def _content_memo() -> Iterator[None]:
+    token = _PARSED.set({})
+    try:
+        yield
+    finally:
+        _PARSED.reset(token)
+
+
+def _by_content(
+    parse: Callable[Concatenate[object, _P], _T],
+) -> Callable[Concatenate[object, _P], _T]:
+    """Parse each distinct raw value once per snapshot.
+
+    A fleet's workloads repeat a few placement rules, request sizes and API lists thousands of
+    times, and validating each copy again was most of the time a 100k-workload snapshot took to
+    load. A parser wrapped here depends on its raw value alone (``where`` only names the field in
+    an error, and an error is raised, never stored), so the first result serves every copy, and
+    equal parts of the snapshot are one object (identity short-circuits later comparisons).
+
+    The key is ``repr`` of the raw value: a document holds only str, int, float, bool, None,
+    dates, bytes, lists and dicts, whose reprs differ whenever the values do (1, 1.0 and True
+    included), so two keys are equal only when the parser would see the same value.
+    """
+    name = parse.__qualname__
+
+    @wraps(parse)
+    def parse_once(raw: object, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        memo = _PARSED.get()
+        if memo is None:
+            return parse(raw, *args, **kwargs)
+        key = (name, repr(raw))
+        found = memo.get(key, _MISSING)
+        if found is _MISSING:
+            found = memo[key] = parse(raw, *args, **kwargs)
+        return cast(_T, found)
+
+    return parse_once
+
+
+_MISSING = object()
+
+
 def _mapping(raw: object, where: str) -> Mapping[str, Any]:
+    if type(raw) is dict:  # what every loader builds; skips the slower ABC check
+        return raw
     if not isinstance(raw, Mapping):
         raise SnapshotError(f"{where}: expected a mapping, got {type(raw).__name__}")
     return cast(Mapping[str, Any], raw)
@@ -351,6 +407,7 @@ def _wrap(where: str, err: InputError) -> SnapshotError:
     return SnapshotError(text if text.startswith(where) else f"{where}: {text}")
 
 
+@_by_content
 def _resources(raw: object, where: str) -> Resources:
     data = _mapping(raw, where)
     _check_fields(data, {"cpu", "memory"}, where)
@@ -463,6 +520,7 @@ def _cluster(raw: object, where: str) -> Cluster:
     )
 
 
+@_by_content
 def _affinity(raw: object, where: str) -> ClusterAffinity:
     data = _mapping(raw, where)
     _check_fields(
@@ -527,6 +585,7 @@ def _toleration(raw: object, where: str) -> Toleration:
     )
 
 
+@_by_content
 def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     if raw is None:
         return ReplicaScheduling()
@@ -569,6 +628,7 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     return ReplicaScheduling(cast(DivisionType, kind), tuple(weights))
 
 
+@_by_content
 def _latency(raw: object, where: str) -> LatencyConstraint | None:
     if raw is None:
         return None
@@ -583,23 +643,22 @@ def _latency(raw: object, where: str) -> LatencyConstraint | None:
     )
 
 
-_T = TypeVar("_T")
+@_by_content
+def _affinities(single: object, many: object, where: str) -> tuple[ClusterAffinity, ...]:
+    if single is not None:
+        return (_affinity(single, f"{where}.clusterAffinity"),)
+    items = _list(many, f"{where}.clusterAffinities")
+    return tuple(_affinity(a, f"{where}.clusterAffinities[{i}]") for i, a in enumerate(items))
 
 
-def _interned(pool: dict[Any, Any], value: _T) -> _T:
-    """The first parsed value equal to ``value``.
-
-    Equal sub-objects of a snapshot (the same API, selector, toleration list...) are then one
-    object: comparing them short-circuits on identity, and a cache may key them by ``id()``.
-    """
-    found: _T = pool.setdefault(value, value)
-    return found
+@_by_content
+def _tolerations(raw: object, where: str) -> tuple[Toleration, ...]:
+    return tuple(_toleration(t, f"{where}[{i}]") for i, t in enumerate(_list(raw, where)))
 
 
-def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> PlacementPolicy:
+def _placement(raw: object, where: str) -> PlacementPolicy:
     if raw is None:
         return PlacementPolicy()
-    pool = {} if pool is None else pool
     data = _mapping(raw, where)
     _check_fields(
         data,
@@ -616,58 +675,49 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
     )
     if "clusterAffinity" in data and "clusterAffinities" in data:
         raise SnapshotError(f"{where}: give clusterAffinity or clusterAffinities, not both")
-    affinities: tuple[ClusterAffinity, ...] = ()
-    if data.get("clusterAffinity") is not None:
-        affinities = (_affinity(data["clusterAffinity"], f"{where}.clusterAffinity"),)
-    elif data.get("clusterAffinities") is not None:
-        items = _list(data["clusterAffinities"], f"{where}.clusterAffinities")
-        affinities = tuple(
-            _affinity(a, f"{where}.clusterAffinities[{i}]") for i, a in enumerate(items)
-        )
-    tolerations = tuple(
-        _toleration(t, f"{where}.tolerations[{i}]")
-        for i, t in enumerate(_list(data.get("tolerations"), f"{where}.tolerations"))
-    )
     clusters = tuple(
         _name(c, f"{where}.clusters[{i}]")
         for i, c in enumerate(_list(data.get("clusters"), f"{where}.clusters"))
     )
     max_clusters = data.get("maxClusters")
     return PlacementPolicy(
-        affinities=_interned(pool, affinities),
-        tolerations=_interned(pool, tolerations),
+        affinities=_affinities(data.get("clusterAffinity"), data.get("clusterAffinities"), where),
+        tolerations=_tolerations(data.get("tolerations"), f"{where}.tolerations"),
         clusters=clusters,
-        replica_scheduling=_interned(
-            pool,
-            _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling"),
+        replica_scheduling=_replica_scheduling(
+            data.get("replicaScheduling"), f"{where}.replicaScheduling"
         ),
-        max_latency=_interned(pool, _latency(data.get("maxLatency"), f"{where}.maxLatency")),
+        max_latency=_latency(data.get("maxLatency"), f"{where}.maxLatency"),
         max_clusters=None
         if max_clusters is None
         else _int(max_clusters, f"{where}.maxClusters", 1),
     )
 
 
-def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
-    pool = {} if pool is None else pool
+@_by_content
+def _apis(raw: object, where: str) -> tuple[ApiRef, ...]:
+    apis: list[ApiRef] = []
+    for i, api in enumerate(_list(raw, where)):
+        try:
+            apis.append(ApiRef.parse(api))
+        except InputError as err:
+            raise _wrap(f"{where}[{i}]", err) from None
+    return tuple(apis)
+
+
+def _workload(raw: object, where: str) -> Workload:
     data = _mapping(raw, where)
     _check_fields(data, {"name", "namespace", "apis", "replicas", "requests", "placement"}, where)
-    apis: list[ApiRef] = []
-    for i, api in enumerate(_list(data.get("apis"), f"{where}.apis")):
-        try:
-            apis.append(_interned(pool, ApiRef.parse(api)))
-        except InputError as err:
-            raise _wrap(f"{where}.apis[{i}]", err) from None
     namespace = data.get("namespace", "default")
     return Workload(
         name=_name(_required(data, "name", where), f"{where}.name"),
         namespace=_name(namespace, f"{where}.namespace"),
-        apis=_interned(pool, tuple(apis)),
+        apis=_apis(data.get("apis"), f"{where}.apis"),
         replicas=_int(data.get("replicas", 1), f"{where}.replicas"),
-        requests=_interned(pool, _resources(data["requests"], f"{where}.requests"))
+        requests=_resources(data["requests"], f"{where}.requests")
         if data.get("requests")
         else Resources(),
-        placement=_placement(data.get("placement"), f"{where}.placement", pool),
+        placement=_placement(data.get("placement"), f"{where}.placement"),
     )
 
 
@@ -699,11 +749,11 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
     known = set(names)
     if len(known) != len(names):
         raise SnapshotError(f"clusters: duplicate cluster name(s) {_duplicates(names)}")
-    pool: dict[Any, Any] = {}
-    workloads = tuple(
-        _workload(w, f"workloads[{i}]", pool)
-        for i, w in enumerate(_list(data.get("workloads"), "workloads"))
-    )
+    with _content_memo():
+        workloads = tuple(
+            _workload(w, f"workloads[{i}]")
+            for i, w in enumerate(_list(data.get("workloads"), "workloads"))
+        )
     keys = [w.key for w in workloads]
     if len(set(keys)) != len(keys):
         raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
