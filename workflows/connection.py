@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from temporalio.bridge.temporal_sdk_bridge import (  # type: ignore[import-not-found]  # no stubs
+    envconfig as bridge,
+)
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.service import TLSConfig
 
@@ -222,8 +225,6 @@ def _reject_disabled_verification(
     """Refuse ``tls.disable_host_verification = true`` in the profile (the SDK drops it)."""
     if flags.disable_config_file:
         return
-    from temporalio.bridge.temporal_sdk_bridge import envconfig as bridge
-
     path, data = (
         (str(source), None)
         if isinstance(source, Path)

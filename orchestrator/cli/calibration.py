@@ -21,7 +21,13 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail, new_table
-from orchestrator.cli.temporal import TemporalOptions, connect, connection_options, resolve
+from orchestrator.cli.temporal import (
+    FROM_ENVIRONMENT,
+    TemporalOptions,
+    connect,
+    connection_options,
+    resolve,
+)
 
 T = TypeVar("T")
 
@@ -32,6 +38,7 @@ KubeconfigOpt = Annotated[
 ]
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
+
 
 def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
@@ -120,7 +127,7 @@ def register(app: typer.Typer) -> None:
         namespace: Annotated[
             str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
         ] = None,
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
         from workflows.backend import NotFoundError
@@ -159,7 +166,7 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option(help="Follow live progress until the run ends.")
         ] = False,
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Start a FleetCalibration (a worker must be running)."""
@@ -216,7 +223,7 @@ def register(app: typer.Typer) -> None:
     @connection_options
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Show a calibration's stage / cluster / step states."""
@@ -234,7 +241,7 @@ def register(app: typer.Typer) -> None:
     def pause(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop starting new clusters and steps (running steps finish)."""
         _ack("pause", calibration_id, temporal, reason=reason)
@@ -244,7 +251,7 @@ def register(app: typer.Typer) -> None:
     def resume(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Continue a paused calibration."""
         _ack("resume", calibration_id, temporal, reason=reason)
@@ -255,7 +262,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         stage: Annotated[str, typer.Option("--stage")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Open a stage's approval gate."""
         _ack("approve", calibration_id, temporal, stage, reason=reason)
@@ -266,7 +273,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
         _ack("retry", calibration_id, temporal, cluster, reason=reason)
@@ -277,7 +284,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Skip a cluster (a touched cluster stays tainted)."""
         _ack("skip", calibration_id, temporal, cluster, reason=reason)
@@ -287,7 +294,7 @@ def register(app: typer.Typer) -> None:
     def abort(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = TemporalOptions(),
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
         _ack("abort", calibration_id, temporal, reason=reason)

@@ -47,6 +47,10 @@ class TemporalOptions:
     tls_server_name: str | None = None
 
 
+FROM_ENVIRONMENT = TemporalOptions()
+"""No flag given: the placeholder default of a command's ``temporal`` parameter."""
+
+
 def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False)
 
@@ -71,11 +75,15 @@ _PARAMETERS: dict[str, Any] = {
     ],
     "temporal_namespace": Annotated[
         str | None,
-        _opt("--temporal-namespace", help="Temporal namespace (TEMPORAL_NAMESPACE; default default)."),
+        _opt(
+            "--temporal-namespace", help="Temporal namespace (TEMPORAL_NAMESPACE; default default)."
+        ),
     ],
     "api_key": Annotated[
         str | None,
-        _opt("--api-key", help="API key, turns TLS on (prefer TEMPORAL_API_KEY: flags show in ps)."),
+        _opt(
+            "--api-key", help="API key, turns TLS on (prefer TEMPORAL_API_KEY: flags show in ps)."
+        ),
     ],
     "tls": Annotated[
         bool | None, _opt("--tls/--no-tls", help="Force TLS on or off (TEMPORAL_TLS).")
