@@ -24,9 +24,11 @@ from temporalio.client import (
     ScheduleActionExecutionStartWorkflow,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleDescription,
     ScheduleHandle,
     ScheduleIntervalSpec,
     ScheduleListActionStartWorkflow,
+    ScheduleListDescription,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
@@ -48,6 +50,7 @@ MAX_POLICY_BYTES = 256 * 1024
 """The policy travels in the schedule's action (and every run's input): kept well under 2 MB."""
 MIN_INTERVAL = timedelta(minutes=1)
 RECENT = 10  # recent runs shown by describe
+TIMETABLE_MEMO = "timetable"
 _ID = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 
 
@@ -115,9 +118,15 @@ def _missing(schedule_id: str, err: RPCError) -> ControlError:
 
 
 async def create(client: Client, schedule_id: str, schedule: Schedule) -> dict[str, Any]:
-    """Create the schedule; an existing one with the same name is refused, never replaced."""
+    """Create the schedule; an existing one with the same name is refused, never replaced.
+
+    The timetable as given is kept in the memo: the server turns a cron expression into
+    calendar ranges and does not keep its text.
+    """
     try:
-        await client.create_schedule(schedule_id, schedule)
+        await client.create_schedule(
+            schedule_id, schedule, memo={TIMETABLE_MEMO: _spec(schedule.spec)}
+        )
     except ScheduleAlreadyRunningError:
         raise ControlError(f"schedule {schedule_id} already exists") from None
     except RPCError as err:
@@ -141,7 +150,7 @@ async def list_all(client: Client) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": entry.id,
-                "spec": _spec(entry.schedule.spec) if entry.schedule else "",
+                "spec": await _timetable(entry),
                 "paused": bool(state and state.paused),
                 "note": state.note if state and state.note else "",
                 "nextRun": _time(info.next_action_times[0])
@@ -179,7 +188,7 @@ async def describe(client: Client, schedule_id: str) -> dict[str, Any]:
     ]
     return {
         "name": desc.id,
-        "spec": _spec(desc.schedule.spec),
+        "spec": await _timetable(desc),
         "overlap": desc.schedule.policy.overlap.name,
         "paused": desc.schedule.state.paused,
         "note": desc.schedule.state.note or "",
@@ -263,6 +272,15 @@ async def delete(client: Client, schedule_id: str) -> dict[str, Any]:
     return {"name": schedule_id, "deleted": True}
 
 
+async def _timetable(desc: ScheduleDescription | ScheduleListDescription) -> str:
+    """The timetable as it was given at creation (memo), else as the server describes it."""
+    text = await desc.memo_value(TIMETABLE_MEMO, default="")
+    if isinstance(text, str) and text:
+        return text
+    spec = desc.schedule.spec if isinstance(desc, ScheduleDescription) else None
+    return _spec(spec) if spec is not None else ""
+
+
 def _workflow_id(execution: ScheduleActionExecution) -> str:
     if isinstance(execution, ScheduleActionExecutionStartWorkflow):
         return execution.workflow_id
@@ -272,8 +290,7 @@ def _workflow_id(execution: ScheduleActionExecution) -> str:
 def _spec(spec: ScheduleSpec) -> str:
     parts = [f"every {_interval(i.every)}" for i in spec.intervals]
     parts += [f"cron {c}" for c in spec.cron_expressions]
-    # The server stores a cron expression as calendars and keeps the text as their comment.
-    parts += [f"cron {c.comment}" if c.comment else "calendar" for c in spec.calendars]
+    parts += [f"calendar {c.comment}".strip() for c in spec.calendars]
     return ", ".join(parts)
 
 
