@@ -190,13 +190,18 @@ def resolve(
     if profile_name is None and not flags.disable_config_env:
         profile_name = environ.get("TEMPORAL_PROFILE") or None
     try:
-        profile = ClientConfigProfile.load(
-            profile_name,
-            config_source=source,
-            disable_file=flags.disable_config_file,
-            disable_env=flags.disable_config_env,
-            config_file_strict=True,
-            override_env_vars=environ,
+        # Both sources off: only flags and defaults (the loader refuses to load nothing).
+        profile = (
+            ClientConfigProfile()
+            if flags.disable_config_file and flags.disable_config_env
+            else ClientConfigProfile.load(
+                profile_name,
+                config_source=source,
+                disable_file=flags.disable_config_file,
+                disable_env=flags.disable_config_env,
+                config_file_strict=True,
+                override_env_vars=environ,
+            )
         )
     except Exception as err:  # the bridge's ConfigError: a parse or lookup error
         where = f"profile {profile_name!r}" if profile_name else "Temporal client config"

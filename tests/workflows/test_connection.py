@@ -111,6 +111,12 @@ x-team = "fleet"
             ("file-default:7233", "file-ns", True, None),
         ),
         (
+            "both sources off: flags and defaults only",
+            ConnectionFlags(disable_config_env=True, disable_config_file=True, namespace="n"),
+            {"TEMPORAL_ADDRESS": "env:7233"},
+            ("localhost:7233", "n", False, None),
+        ),
+        (
             "--disable-config-env ignores TEMPORAL_*",
             ConnectionFlags(disable_config_env=True),
             {"TEMPORAL_ADDRESS": "env:7233", "TEMPORAL_PROFILE": "cloud", "TEMPORAL_TLS": "junk"},
