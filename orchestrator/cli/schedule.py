@@ -173,6 +173,82 @@ def delete(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None:
     Console().print(_call(temporal, lambda client: schedules.delete(client, name)))
 
 
+@schedule_app.command()
+def check(
+    policy: Annotated[Path, typer.Option("--policy", "-p", help="CalibrationPolicy YAML.")],
+    snapshot: Annotated[Path, typer.Option("--snapshot", "-s", help="FleetSnapshot YAML/JSON.")],
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Evaluate at this time (ISO 8601 with zone; default now)."),
+    ] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Offline: what would a tick decide for this fleet? (no Temporal, nothing started)."""
+    from datetime import UTC, datetime
+
+    from orchestrator.cli.files import read_document
+    from orchestrator.domain.errors import InputError
+    from orchestrator.domain.policy import evaluate_policy, load_policy
+    from orchestrator.domain.snapshot import load_snapshot
+
+    try:
+        rules = load_policy(read_document(policy, "policy"))
+        fleet = load_snapshot(read_document(snapshot, "snapshot"))
+        try:
+            when = datetime.now(UTC) if at is None else datetime.fromisoformat(at)
+        except ValueError:
+            raise InputError(f"--at: expected an ISO 8601 time, got {str(at)[:40]!r}") from None
+        if when.tzinfo is None:
+            raise InputError("--at: give a time zone, e.g. 2026-12-05T03:00:00+00:00")
+        result = evaluate_policy(fleet, rules, when)
+    except InputError as err:
+        fail(clip_message(str(err)))
+    violations: list[dict[str, Any]] = [
+        {
+            "cluster": v.name,
+            "state": v.state(),
+            "goal": "" if v.goal is None else str(v.goal),
+            "rules": [x.rule for x in v.violations],
+            "reasons": [x.message for x in v.violations]
+            + ([f"unfixable: {v.unfixable}"] if v.unfixable else [])
+            + ([f"being upgraded by {v.busy}"] if v.busy else []),
+            "opensAt": None if v.opens_at is None else v.opens_at.isoformat(),
+        }
+        for v in result.violating
+    ]
+    calibrations = [
+        {"target": str(goal), "clusters": list(names)} for goal, names in result.due_groups()
+    ]
+    doc = {
+        "policy": rules.describe(),
+        "at": when.isoformat(),
+        "newest": str(result.newest),
+        "checked": result.checked,
+        "compliant": result.compliant,
+        "counts": result.counts(),
+        "calibrations": calibrations,
+        "violations": violations,
+    }
+
+    def table(con: Console) -> None:
+        verdict = "compliant" if result.compliant else f"{len(result.violating)} violating"
+        t = new_table(
+            f"policy: {doc['policy']} · newest {doc['newest']} · {result.checked} checked, "
+            f"{verdict}",
+            ("Cluster", "State", "Goal", "Why"),
+        )
+        for v in violations:
+            why = "; ".join(v["reasons"])
+            if v["opensAt"]:
+                why += f" (window opens {v['opensAt']})"
+            t.add_row(v["cluster"], v["state"], v["goal"] or "-", why)
+        starts = [f"{c['target']}: {len(c['clusters'])} cluster(s)" for c in calibrations]
+        t.caption = "a tick starts: " + ("; ".join(starts) or "nothing")
+        con.print(t)
+
+    emit(doc, output, table)
+
+
 def _describe_table(con: Console, doc: dict[str, Any]) -> None:
     title = f"schedule {doc['name']}: {doc['spec']}" + (" (paused)" if doc["paused"] else "")
     table = new_table(title, ("Field", "Value"))

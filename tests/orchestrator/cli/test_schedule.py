@@ -97,3 +97,40 @@ def test_bad_connection_settings_fail_before_connecting(
     result = runner.invoke(app, argv, env=full_env)
     assert result.exit_code == 2, result.output
     assert message in result.stderr
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    ("at", "due", "deferred"),
+    [
+        ("2026-12-03T10:00:00+00:00", 3, 5),  # Thursday: prod waits for its weekend window
+        ("2026-12-05T03:00:00+00:00", 8, 0),  # Saturday 03:00: inside it
+    ],
+)
+def test_check_previews_a_tick_offline(at: str, due: int, deferred: int) -> None:
+    import json
+
+    argv = ["schedule", "check", "-p", str(REPO / "examples/policy.yaml"), "-o", "json"]
+    result = runner.invoke(app, [*argv, "-s", str(REPO / "examples/fleet.yaml"), "--at", at])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["counts"]["due"], doc["counts"]["deferred"]) == (due, deferred)
+    assert [c["target"] for c in doc["calibrations"]] == ["v1.35.0"]
+    assert len(doc["calibrations"][0]["clusters"]) == due
+    assert not doc["compliant"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--at", "tomorrow"], "--at: expected an ISO 8601 time"),
+        (["--at", "2026-12-05T03:00:00"], "--at: give a time zone"),
+    ],
+)
+def test_check_bad_input(extra: list[str], message: str) -> None:
+    argv = ["schedule", "check", "-p", str(REPO / "examples/policy.yaml")]
+    result = runner.invoke(app, [*argv, "-s", str(REPO / "examples/fleet.yaml"), *extra])
+    assert result.exit_code == 2
+    assert message in result.stderr
