@@ -6,6 +6,7 @@ reaching it would be exit 1, not 2).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,8 +111,6 @@ REPO = Path(__file__).resolve().parents[3]
     ],
 )
 def test_check_previews_a_tick_offline(at: str, due: int, deferred: int) -> None:
-    import json
-
     argv = ["schedule", "check", "-p", str(REPO / "examples/policy.yaml"), "-o", "json"]
     result = runner.invoke(app, [*argv, "-s", str(REPO / "examples/fleet.yaml"), "--at", at])
     assert result.exit_code == 0, result.output
