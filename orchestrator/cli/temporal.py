@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -101,7 +101,6 @@ _PARAMETERS: dict[str, Any] = {
         str | None, _opt("--tls-server-name", help="Server name to verify (SNI override).")
     ],
 }
-assert set(_PARAMETERS) == {f.name for f in fields(TemporalOptions)}
 
 
 def connection_options(func: Callable[..., R]) -> Callable[..., R]:

@@ -187,6 +187,7 @@ def test_a_schedule_calibrates_only_when_the_policy_is_broken(tmp_path: Path) ->
                 described = await cli("schedule", "describe", "fleet-policy", "-o", "json")
                 assert described.exit_code == 0, described.output
                 assert '"overlap": "SKIP"' in described.stdout
+                assert '"policy": "channel stable"' in described.stdout
                 assert '"skippedOverlap": 1' in described.stdout
                 assert "1 wait for their maintenance window" in described.stdout
                 for argv in (("unpause", "fleet-policy"), ("pause", "fleet-policy")):

@@ -133,3 +133,11 @@ def test_check_bad_input(extra: list[str], message: str) -> None:
     result = runner.invoke(app, [*argv, "-s", str(REPO / "examples/fleet.yaml"), *extra])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_every_connection_option_is_a_flag() -> None:
+    from dataclasses import fields
+
+    from orchestrator.cli import temporal
+
+    assert set(temporal._PARAMETERS) == {f.name for f in fields(temporal.TemporalOptions)}
