@@ -97,11 +97,14 @@ async def _relay(
 
 
 @contextlib.asynccontextmanager
-async def tls_front(server: KeyPair, ca: KeyPair, upstream: str) -> AsyncIterator[str]:
-    """mTLS on 127.0.0.1:<free port>, relayed in plaintext to the dev server."""
+async def tls_front(
+    server: KeyPair, ca: KeyPair, upstream: str, *, client_certs: bool = True
+) -> AsyncIterator[str]:
+    """TLS (mTLS unless ``client_certs`` is off) on 127.0.0.1:<free port>, relayed in plaintext
+    to the dev server."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca.cert))
     context.load_cert_chain(str(server.cert), str(server.key))
-    context.verify_mode = ssl.CERT_REQUIRED
+    context.verify_mode = ssl.CERT_REQUIRED if client_certs else ssl.CERT_NONE
     context.set_alpn_protocols(["h2"])
     host, port = upstream.rsplit(":", 1)
     listener = await asyncio.start_server(
@@ -159,6 +162,42 @@ def test_mtls_profile_with_a_local_ca(tmp_path: Path) -> None:
             )
             with pytest.raises(RuntimeError):
                 await _connect_and_call(distrusting.connect_kwargs())
+
+    asyncio.run(main())
+
+
+def test_api_key_profile_connects_over_tls(tmp_path: Path) -> None:
+    """Temporal Cloud's API-key mode through a profile plus TEMPORAL_API_KEY: TLS, the server
+    verified against the profile's CA. The dev server does not check keys; what is tested is that
+    the key travels on the TLS connection the profile describes (that a key alone turns TLS on is
+    in test_connection.py)."""
+    ca = ensure_ca(tmp_path / "ca", "calibrator-test-ca")
+    server = issue(ca, tmp_path / "server", "frontend", common_name="localhost")
+    config = tmp_path / "temporal.toml"
+
+    async def main() -> None:
+        async with (
+            dev_server() as (_, upstream),
+            tls_front(server, ca, upstream, client_certs=False) as address,
+        ):
+            config.write_text(
+                "[profile.cloud]\n"
+                f'address = "{address}"\nnamespace = "{NAMESPACE}"\n'
+                "[profile.cloud.tls]\n"
+                'server_name = "localhost"\n'
+                f'server_ca_cert_path = "{ca.cert}"\n'
+            )
+            env = {"TEMPORAL_API_KEY": "test-api-key"}
+            connection = resolve(ConnectionFlags(profile="cloud", config_file=config), env)
+            assert connection.describe().endswith("TLS + API key, profile cloud)")
+            client = await Client.connect(**connection.connect_kwargs())
+            assert await client.count_workflows() is not None
+            # The same key with --no-tls speaks plaintext to a TLS port: refused.
+            plaintext = resolve(
+                ConnectionFlags(profile="cloud", config_file=config, tls=False), env
+            )
+            with pytest.raises(RuntimeError):
+                await _connect_and_call(plaintext.connect_kwargs())
 
     asyncio.run(main())
 
