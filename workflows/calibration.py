@@ -977,6 +977,7 @@ class FleetCalibration:
                     snapshot=input.snapshot,
                     strategy=input.strategy,
                     selector=input.selector,
+                    scope=input.scope,
                 ),
                 **_short_options(input.options),
             )

@@ -21,11 +21,16 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail, new_table
+from orchestrator.cli.temporal import (
+    FROM_ENVIRONMENT,
+    TemporalOptions,
+    connect,
+    connection_options,
+    resolve,
+)
 
 T = TypeVar("T")
 
-AddressOpt = Annotated[str, typer.Option("--address", help="Temporal frontend host:port.")]
-NamespaceOpt = Annotated[str, typer.Option("--temporal-namespace", help="Temporal namespace.")]
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
 KubeconfigOpt = Annotated[
     Path | None,
@@ -34,20 +39,13 @@ KubeconfigOpt = Annotated[
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
 
-DEFAULT_ADDRESS = "localhost:7233"
-
 
 def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _client(address: str, namespace: str) -> Any:
-    from temporalio.client import Client
-
-    try:
-        return await Client.connect(address, namespace=namespace)
-    except Exception as err:
-        fail(f"cannot reach Temporal at {address}: {err}", code=1)
+async def _client(options: TemporalOptions) -> Any:
+    return await connect(options)
 
 
 def _kubeconfig(path: Path | None) -> Path:
@@ -122,20 +120,21 @@ def register(app: typer.Typer) -> None:
     """Add the Temporal commands to the main app."""
 
     @app.command()
+    @connection_options
     def worker(
         kubeconfig: KubeconfigOpt = None,
         context: ContextOpt = None,
         namespace: Annotated[
             str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
         ] = None,
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
         from workflows.backend import NotFoundError
         from workflows.kube_backend import KubeFleetBackend
         from workflows.worker import run_worker
 
+        connection = resolve(temporal)  # bad connection settings fail before anything starts
         backend = KubeFleetBackend.from_kubeconfig(
             _kubeconfig(kubeconfig), context, namespace=namespace
         )
@@ -145,14 +144,17 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
 
         async def main() -> None:
-            client = await _client(address, temporal_namespace)
-            Console(stderr=True).print(f"worker connected to {address}; Ctrl-C to stop")
+            client = await _client(temporal)
+            Console(stderr=True).print(
+                f"worker connected to {connection.describe()}; Ctrl-C to stop"
+            )
             await run_worker(client, backend)
 
         with contextlib.suppress(KeyboardInterrupt):
             _run(main())
 
     @app.command()
+    @connection_options
     def calibrate(
         target: Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")],
         selector: Annotated[
@@ -164,8 +166,7 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option(help="Follow live progress until the run ends.")
         ] = False,
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Start a FleetCalibration (a worker must be running)."""
@@ -196,7 +197,7 @@ def register(app: typer.Typer) -> None:
                 fail(clip_message(str(err)))
 
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(temporal)
             try:
                 handle = await start_calibration(
                     client, CalibrationInput(target=target, strategy=strat, selector=selector)
@@ -219,90 +220,89 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
 
     @app.command()
+    @connection_options
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Show a calibration's stage / cluster / step states."""
         from workflows import client as wc
 
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(temporal)
             return _progress_doc(await wc.status(client, calibration_id))
 
         doc = _control(main)
         emit(doc, output, lambda con: con.print(renderable(doc)))
 
     @app.command()
+    @connection_options
     def pause(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop starting new clusters and steps (running steps finish)."""
-        _ack("pause", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("pause", calibration_id, temporal, reason=reason)
 
     @app.command()
+    @connection_options
     def resume(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Continue a paused calibration."""
-        _ack("resume", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("resume", calibration_id, temporal, reason=reason)
 
     @app.command()
+    @connection_options
     def approve(
         calibration_id: str,
         stage: Annotated[str, typer.Option("--stage")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Open a stage's approval gate."""
-        _ack("approve", calibration_id, address, temporal_namespace, stage, reason=reason)
+        _ack("approve", calibration_id, temporal, stage, reason=reason)
 
     @app.command()
+    @connection_options
     def retry(
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
-        _ack("retry", calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("retry", calibration_id, temporal, cluster, reason=reason)
 
     @app.command()
+    @connection_options
     def skip(
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Skip a cluster (a touched cluster stays tainted)."""
-        _ack("skip", calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("skip", calibration_id, temporal, cluster, reason=reason)
 
     @app.command()
+    @connection_options
     def abort(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
-        _ack("abort", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("abort", calibration_id, temporal, reason=reason)
 
     def _ack(
         command: str,
         calibration_id: str,
-        address: str,
-        temporal_namespace: str,
+        temporal: TemporalOptions,
         *args: str,
         reason: str,
     ) -> None:
@@ -313,7 +313,7 @@ def register(app: typer.Typer) -> None:
         call: Callable[..., Awaitable[Any]] = getattr(wc, command)
 
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(temporal)
             ack = await call(client, calibration_id, *args, reason=reason)
             doc: dict[str, Any] = json.loads(json.dumps(asdict(ack), default=str))
             return doc

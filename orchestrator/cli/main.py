@@ -39,9 +39,11 @@ def _register_subcommands() -> None:
     from orchestrator.cli import calibration, demo, report
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
+    from orchestrator.cli.schedule import schedule_app
 
     app.add_typer(env_app, name="env")
     app.add_typer(fleet_app, name="fleet")
+    app.add_typer(schedule_app, name="schedule")
     calibration.register(app)
     demo.register(app)
     report.register(app)
