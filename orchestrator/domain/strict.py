@@ -9,7 +9,7 @@ parser's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -18,9 +18,11 @@ from orchestrator.domain.errors import InputError
 
 
 def check_fields(
-    data: Mapping[str, Any], allowed: AbstractSet[str], where: str, error: type[InputError]
+    data: Mapping[str, Any], allowed: Collection[str], where: str, error: type[InputError]
 ) -> None:
     """``error`` naming the unknown fields of ``data`` (at most five, each cut short)."""
+    if not isinstance(allowed, AbstractSet):
+        allowed = frozenset(allowed)
     if data.keys() <= allowed:
         return  # the common case: one set comparison, in C for a dict and a set
     unknown = [key for key in data if key not in allowed]

@@ -275,7 +275,7 @@ def _fields(raw: object, allowed: tuple[str, ...], where: str) -> Mapping[str, A
     """
     if not isinstance(raw, Mapping):
         raise StrategyError(f"{where}: expected a mapping, got {quote(raw)}")
-    check_fields(raw, frozenset(allowed), where, StrategyError)
+    check_fields(raw, allowed, where, StrategyError)
     return raw
 
 
