@@ -19,15 +19,13 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
+from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 from workflows import kube_backend
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
-    DEFER_ANNOTATION,
-    HOLD_ANNOTATION,
     STEP_ANNOTATION,
-    TOPOLOGY_MD_LABEL,
     UNSAFE_VERSION_ANNOTATION,
     KubeFleetBackend,
 )
