@@ -161,7 +161,10 @@ def _failure(err: BaseException) -> str:
     if isinstance(err, TimeoutError):
         return str(err) or "no answer in time"
     cause = getattr(err, "reason", None)  # urllib3's MaxRetryError wraps the real error
-    return _clip(str(cause or err) or type(err).__name__)
+    text = str(cause or err) or type(err).__name__
+    if text.startswith("HTTP") and "): " in text:  # "HTTPSConnection(host=..., port=...): why"
+        text = text.split("): ", 1)[1]
+    return _clip(text)
 
 
 def _client(kubeconfig: dict[str, Any]) -> client.ApiClient:
