@@ -153,7 +153,7 @@ def _clip(text: str) -> str:
     return line if len(line) <= REASON_LIMIT else line[: REASON_LIMIT - 1] + "…"
 
 
-def _failure(err: BaseException) -> str:
+def failure_reason(err: BaseException) -> str:
     """Why a request failed, in a few words (no credentials: only status, host, error kind)."""
     status = getattr(err, "status", None)
     if isinstance(status, int) and status:
@@ -188,21 +188,21 @@ def probe(
             return WorkloadClusterStatus(False, f"no kubeconfig: {secret} not found")
         if err.status == 403:
             return WorkloadClusterStatus(False, f"not allowed to read {secret}")
-        return WorkloadClusterStatus(False, f"reading {secret}: {_failure(err)}")
+        return WorkloadClusterStatus(False, f"reading {secret}: {failure_reason(err)}")
     except (KeyError, ValueError, TypeError, yaml.YAMLError):
         return WorkloadClusterStatus(False, f"{secret} holds no kubeconfig under data.value")
     except Exception as err:
-        return WorkloadClusterStatus(False, f"reading {secret}: {_failure(err)}")
+        return WorkloadClusterStatus(False, f"reading {secret}: {failure_reason(err)}")
     try:
         api = _client(kubeconfig)
     except Exception as err:
-        return WorkloadClusterStatus(False, f"unusable kubeconfig in {secret}: {_failure(err)}")
+        return WorkloadClusterStatus(False, f"unusable kubeconfig in {secret}: {failure_reason(err)}")
     where = api.configuration.host
     try:
         versions = api_versions(api, deadline)
         total, ready, kubelets = node_summary(node_list(api, deadline))
     except Exception as err:
-        return WorkloadClusterStatus(False, f"{where}: {_failure(err)}")
+        return WorkloadClusterStatus(False, f"{where}: {failure_reason(err)}")
     finally:
         api.close()  # type: ignore[no-untyped-call]
     return WorkloadClusterStatus(True, "", versions, total, ready, kubelets)
