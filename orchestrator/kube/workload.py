@@ -196,7 +196,9 @@ def probe(
     try:
         api = _client(kubeconfig)
     except Exception as err:
-        return WorkloadClusterStatus(False, f"unusable kubeconfig in {secret}: {failure_reason(err)}")
+        return WorkloadClusterStatus(
+            False, f"unusable kubeconfig in {secret}: {failure_reason(err)}"
+        )
     where = api.configuration.host
     try:
         versions = api_versions(api, deadline)
