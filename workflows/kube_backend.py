@@ -94,7 +94,7 @@ from orchestrator.domain.taints import (
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, fleetapi, inventory, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
-from orchestrator.kube.client import FIELD_MANAGER, api_client, dynamic
+from orchestrator.kube.client import FIELD_MANAGER, api_client, dynamic, list_pages
 from orchestrator.kube.fleetmap import InventoryError
 from workflows.backend import BackendError, Inventory, NotFoundError
 from workflows.model import (
@@ -201,13 +201,7 @@ class KubeFleetBackend:
     def _list(
         self, kind: tuple[str, str], namespace: str | None, label_selector: str = ""
     ) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {}
-        if namespace:
-            kwargs["namespace"] = namespace
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        items: list[dict[str, Any]] = self._res(kind).get(**kwargs).to_dict()["items"]
-        return items
+        return list_pages(self._res(kind), namespace=namespace, label_selector=label_selector)
 
     def _get(self, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
         try:
