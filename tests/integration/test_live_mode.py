@@ -3,8 +3,9 @@
 The fleet, in its own namespace:
 
 * ``live-topo``: a managed topology from our ClusterClass at v1.33.0, Available;
-* ``live-kcp``: KubeadmControlPlane v1.34.0 with its MachineDeployment held at v1.33.0 (workers a
-  minor behind), a maintenance taint, Available;
+* ``live-kcp``: KubeadmControlPlane and MachineDeployment created at v1.33.0, then the control
+  plane upgraded to v1.34.0 (workers a minor behind, as drift really arises), a maintenance
+  taint, Available;
 * ``live-paused``: created with ``spec.paused: true``, so CAPI never provisions it and its
   ``live-paused-kubeconfig`` Secret never exists: an unreachable workload cluster, for real;
 * two FleetWorkloads, one using ``storage.k8s.io/v1alpha1`` (removed in v1.35).
@@ -54,6 +55,7 @@ pytestmark = pytest.mark.integration
 NS = "calibrator-live"
 TARGET = "v1.35.0"
 CREATE_TIMEOUT = 360
+UPGRADE_TIMEOUT = 420
 DELETE_TIMEOUT = 300
 MAINTENANCE = [{"key": "example.com/maintenance", "value": "disk", "effect": "NoSchedule"}]
 WORKLOADS = [
@@ -85,13 +87,16 @@ runner = CliRunner()
 
 
 def _kcp_objects() -> list[dict[str, Any]]:
-    """live-kcp: control plane v1.34.0, its MachineDeployment declared at v1.33.0, tainted."""
+    """live-kcp at v1.33.0, tainted; the fixture then moves its control plane to v1.34.0.
+
+    Workers a minor behind only arise that way: CAPI's MachineSet preflight check
+    ``KubeadmVersionSkew`` refuses to create a worker whose minor differs from the control
+    plane's, so a cluster created with them apart never gets its worker.
+    """
     objects = cluster_objects(
-        "live-kcp", NS, "v1.34.0", topology=False, labels={"env": "prod", "region": "us"}
+        "live-kcp", NS, "v1.33.0", topology=False, labels={"env": "prod", "region": "us"}
     )
     for obj in objects:
-        if obj["kind"] == "MachineDeployment":
-            obj["spec"]["template"]["spec"]["version"] = "v1.33.0"
         if obj["kind"] == "Cluster":
             obj["metadata"]["annotations"] = {"calibrator.dev/taints": json.dumps(MAINTENANCE)}
     return objects
@@ -105,15 +110,23 @@ def _paused_objects() -> list[dict[str, Any]]:
     return objects
 
 
-def _provisioned(dyn: DynamicClient, name: str) -> bool:
-    """Available, with both Machines (1 control plane, 1 worker) backed by a Node."""
+def _settled(dyn: DynamicClient, name: str, control_plane: str) -> bool:
+    """Available, the control plane rolled out at ``control_plane``, and exactly two Machines
+    (one control plane, one worker), each backed by a Node: nothing changes under the reads."""
     cluster = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1]).get(
         name=name, namespace=NS
     )
+    kcp_name = cluster.to_dict()["spec"]["controlPlaneRef"]["name"]
+    kcp = dyn.resources.get(
+        api_version=capi.KUBEADM_CONTROL_PLANE[0], kind=capi.KUBEADM_CONTROL_PLANE[1]
+    ).get(name=kcp_name, namespace=NS)
     ms = machines(dyn, NS, name)
+    cp = [m for m in ms if "cluster.x-k8s.io/control-plane" in m["metadata"].get("labels", {})]
     return (
         capi.is_true(cluster.to_dict(), "Available")
+        and capi.control_plane_rolled_out(kcp.to_dict())
         and len(ms) == 2
+        and [m["spec"]["version"] for m in cp] == [control_plane]
         and all((m.get("status") or {}).get("nodeRef") for m in ms)
     )
 
@@ -132,8 +145,19 @@ def fleet(dyn: DynamicClient, plane: LocalPlane) -> Iterator[Path]:
     clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
     try:
         for name in ("live-topo", "live-kcp"):
-            ready = functools.partial(_provisioned, dyn, name)
+            ready = functools.partial(_settled, dyn, name, "v1.33.0")
             wait_for(f"{name} provisioned", ready, CREATE_TIMEOUT)
+        kcp = dyn.resources.get(
+            api_version=capi.KUBEADM_CONTROL_PLANE[0], kind=capi.KUBEADM_CONTROL_PLANE[1]
+        )
+        kcp.patch(
+            body={"spec": {"version": "v1.34.0"}},
+            name="live-kcp-control-plane",
+            namespace=NS,
+            content_type="application/merge-patch+json",
+        )
+        upgraded = functools.partial(_settled, dyn, "live-kcp", "v1.34.0")
+        wait_for("live-kcp's control plane at v1.34.0", upgraded, UPGRADE_TIMEOUT)
         yield plane.kubeconfig
     finally:
         # A paused cluster is never deleted (CAPI does not reconcile it): unpause it first.
