@@ -11,6 +11,7 @@ from rich.table import Table
 from orchestrator.cli.output import new_table
 from orchestrator.domain.drift import DriftReport
 from orchestrator.domain.durations import format_duration
+from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
@@ -52,11 +53,34 @@ def drift_json(report: DriftReport) -> dict[str, object]:
                     else d.support.end_of_life.isoformat(),
                 },
                 "status": d.status,
+                "workloadCluster": None
+                if d.cluster.workload_cluster is None
+                else d.cluster.workload_cluster.to_json(),
             }
             for d in report.clusters
         ],
         "summary": report.counts(),
+        "unreachable": [
+            {"cluster": d.cluster.name, "reason": d.cluster.workload_cluster.reason}
+            for d in report.clusters
+            if d.cluster.workload_cluster is not None and not d.cluster.workload_cluster.reachable
+        ],
     }
+
+
+def unreachable_json(snapshot: FleetSnapshot) -> list[dict[str, str]]:
+    """``unreachable``: clusters a live read could not reach, with the reason (snapshot order)."""
+    return [
+        {"cluster": c.name, "reason": c.workload_cluster.reason}
+        for c in snapshot.clusters
+        if c.workload_cluster is not None and not c.workload_cluster.reachable
+    ]
+
+
+def unreachable_lines(con: Console, snapshot: FleetSnapshot) -> None:
+    """One line per unreachable workload cluster: its versions are declared, not observed."""
+    for item in unreachable_json(snapshot):
+        con.print(f"[yellow]unreachable[/] {item['cluster']}: {item['reason']}", highlight=False)
 
 
 def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> None:
@@ -64,7 +88,7 @@ def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> Non
     goal = f"target {report.target}" if report.target else f"newest {report.newest}"
     columns = ["Cluster", "Control plane", "Workers", "Behind", "Support", "Status"]
     if wide:
-        columns += ["Labels", "Worker lag", "Behind newest"]
+        columns += ["Labels", "Worker lag", "Behind newest", "Workload cluster"]
     table = new_table(f"Fleet drift ({goal}, as of {report.as_of.isoformat()})", columns)
     for d in report.clusters:
         workers = (
@@ -86,6 +110,9 @@ def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> Non
                 _labels(d.cluster.labels),
                 f"{d.worker_lag} minor(s)",
                 "-" if newest is None else f"{newest} minor(s)",
+                "-"
+                if d.cluster.workload_cluster is None
+                else d.cluster.workload_cluster.describe(),
             ]
         table.add_row(*row)
     con.print(table)

@@ -8,6 +8,7 @@ ever sees a half-valid fleet.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -52,6 +53,10 @@ MAX_REPLICAS = 1_000_000
 MAX_WEIGHT = 1_000_000
 MAX_RTT_MS = 3_600_000.0  # one hour
 MAX_TOLERATION_SECONDS = 366 * 86_400
+MAX_REASON_LENGTH = 1000  # an unreachable workload cluster's reason
+MAX_API_VERSIONS = 1000  # group/versions one workload cluster serves (a real one: about 30)
+MAX_KUBELET_VERSIONS = 100  # distinct kubelet versions in one workload cluster
+_GROUP_VERSION = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+[a-z0-9]*$")
 
 
 class SnapshotError(InputError):
@@ -119,6 +124,48 @@ class MachineDeploymentState:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadClusterStatus:
+    """What a live inventory learnt from the workload cluster itself, or why it could not.
+
+    The management cluster declares versions; only the workload cluster knows what its API
+    server serves (``apiVersions``, as ``kubectl api-versions`` lists them) and which kubelet
+    versions its Nodes run. An unreachable cluster carries the reason, so every output can say
+    so instead of presenting declared versions as observed ones. ``kubelet_versions`` counts
+    Nodes per reported version; Nodes that report none (CAPD's in-memory ones) count only in
+    ``nodes``.
+    """
+
+    reachable: bool
+    reason: str = ""
+    api_versions: tuple[str, ...] = ()
+    nodes: int = 0
+    ready_nodes: int = 0
+    kubelet_versions: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        """One short line for tables: ``3/3 Nodes Ready, kubelet v1.33.0 x3, 12 API versions``."""
+        if not self.reachable:
+            return f"unreachable: {self.reason}"
+        kubelets = ", ".join(f"{v} x{n}" for v, n in self.kubelet_versions) or "not reported"
+        return (
+            f"{self.ready_nodes}/{self.nodes} Nodes Ready, kubelet {kubelets}, "
+            f"{len(self.api_versions)} API versions"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The ``workloadCluster`` field of the file format."""
+        if not self.reachable:
+            return {"reachable": False, "reason": self.reason}
+        return {
+            "reachable": True,
+            "apiVersions": list(self.api_versions),
+            "nodes": self.nodes,
+            "readyNodes": self.ready_nodes,
+            "kubeletVersions": dict(self.kubelet_versions),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     """One CAPI cluster as the planner, checks and placement see it."""
 
@@ -130,6 +177,7 @@ class Cluster:
     capacity: Resources | None = None
     allocated: Resources = Resources()
     topology: bool = True
+    workload_cluster: WorkloadClusterStatus | None = None  # None: not probed (files, the worker)
 
     @property
     def region(self) -> str | None:
@@ -453,6 +501,7 @@ def _cluster(raw: object, where: str) -> Cluster:
             "capacity",
             "allocated",
             "topology",
+            "workloadCluster",
         },
         where,
     )
@@ -508,6 +557,11 @@ def _cluster(raw: object, where: str) -> Cluster:
         else Resources()
     )
     topology = _bool(data.get("topology", True), f"{where}.topology")
+    workload_cluster = (
+        None
+        if data.get("workloadCluster") is None
+        else _workload_cluster(data["workloadCluster"], f"{where}.workloadCluster")
+    )
     return Cluster(
         name=name,
         control_plane=control_plane,
@@ -517,7 +571,48 @@ def _cluster(raw: object, where: str) -> Cluster:
         capacity=capacity,
         allocated=allocated,
         topology=topology,
+        workload_cluster=workload_cluster,
     )
+
+
+def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
+    data = _mapping(raw, where)
+    reachable = _bool(_required(data, "reachable", where), f"{where}.reachable")
+    if not reachable:
+        _check_fields(data, {"reachable", "reason"}, where)
+        reason = _required(data, "reason", where)
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_LENGTH:
+            raise SnapshotError(
+                f"{where}.reason: must be a non-empty string of at most {MAX_REASON_LENGTH} "
+                f"characters, got {quote(reason)}"
+            )
+        return WorkloadClusterStatus(False, reason)
+    _check_fields(
+        data, {"reachable", "apiVersions", "nodes", "readyNodes", "kubeletVersions"}, where
+    )
+    versions = _list(data.get("apiVersions"), f"{where}.apiVersions")
+    if len(versions) > MAX_API_VERSIONS:
+        raise SnapshotError(f"{where}.apiVersions: more than {MAX_API_VERSIONS} entries")
+    for i, gv in enumerate(versions):
+        if not isinstance(gv, str) or len(gv) > MAX_NAME_LENGTH or not _GROUP_VERSION.match(gv):
+            raise SnapshotError(
+                f"{where}.apiVersions[{i}]: expected group/version (v1 for core), got {quote(gv)}"
+            )
+    if len(set(versions)) != len(versions):
+        raise SnapshotError(f"{where}.apiVersions: duplicate entries")
+    nodes = _int(data.get("nodes", 0), f"{where}.nodes")
+    ready = _int(data.get("readyNodes", 0), f"{where}.readyNodes", maximum=nodes)
+    kubelets_raw = _mapping(data.get("kubeletVersions") or {}, f"{where}.kubeletVersions")
+    if len(kubelets_raw) > MAX_KUBELET_VERSIONS:
+        raise SnapshotError(f"{where}.kubeletVersions: more than {MAX_KUBELET_VERSIONS} versions")
+    kubelets: list[tuple[str, int]] = []
+    for version, count in kubelets_raw.items():
+        if not isinstance(version, str) or not version or len(version) > MAX_VERSION_LENGTH:
+            raise SnapshotError(f"{where}.kubeletVersions: invalid version {quote(version)}")
+        kubelets.append((version, _int(count, f"{where}.kubeletVersions.{version}", 1)))
+    if sum(n for _, n in kubelets) > nodes:
+        raise SnapshotError(f"{where}.kubeletVersions: counts more than the {nodes} Node(s)")
+    return WorkloadClusterStatus(True, "", tuple(versions), nodes, ready, tuple(kubelets))
 
 
 @_by_content
@@ -907,6 +1002,8 @@ def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
             item["capacity"] = c.capacity.to_json()
         if c.allocated != Resources():
             item["allocated"] = c.allocated.to_json()
+        if c.workload_cluster is not None:
+            item["workloadCluster"] = c.workload_cluster.to_json()
         clusters.append(item)
     workloads: list[dict[str, object]] = []
     for w in snapshot.workloads:

@@ -16,6 +16,46 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 FIELD_MANAGER = "fleet-calibrator"
+PAGE_SIZE = 500  # objects per page of a LIST (kubectl's chunk size)
+GONE = 410
+
+
+def list_pages(
+    resource: Any,
+    *,
+    namespace: str | None = None,
+    label_selector: str = "",
+    page_size: int = PAGE_SIZE,
+) -> list[dict[str, Any]]:
+    """Every object of one LIST, fetched in pages of ``page_size`` (``limit`` / ``continue``).
+
+    One paginated LIST per kind keeps the API server's cost and each response bounded whatever
+    the fleet size, and all pages come from one consistent read (the continue token pins the
+    resourceVersion). When the token expires midway (410: etcd compacted meanwhile), this does
+    what client-go's pager does: one full LIST instead.
+    """
+    base: dict[str, Any] = {}
+    if namespace:
+        base["namespace"] = namespace
+    if label_selector:
+        base["label_selector"] = label_selector
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs = dict(base, limit=page_size)
+        if token:
+            kwargs["_continue"] = token
+        try:
+            page: dict[str, Any] = resource.get(**kwargs).to_dict()
+        except Exception as err:
+            if token and getattr(err, "status", None) == GONE:
+                full: list[dict[str, Any]] = resource.get(**base).to_dict().get("items") or []
+                return full
+            raise
+        items += page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue") or None
+        if not token:
+            return items
 
 
 def api_client(

@@ -19,15 +19,13 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
+from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 from workflows import kube_backend
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
-    DEFER_ANNOTATION,
-    HOLD_ANNOTATION,
     STEP_ANNOTATION,
-    TOPOLOGY_MD_LABEL,
     UNSAFE_VERSION_ANNOTATION,
     KubeFleetBackend,
 )
@@ -360,15 +358,6 @@ def test_taint_contract_and_placement_writes() -> None:
         )
 
 
-def test_current_placement_comes_from_the_last_decision_and_drops_unknown_clusters() -> None:
-    dyn = _fleet(topology=True)
-    fw = dyn.objects["FleetWorkload"][(NS, "web")]
-    fw["status"] = {"clusters": [{"name": "c1", "replicas": 1}, {"name": "deleted", "replicas": 1}]}
-    fw["spec"]["placement"]["clusters"] = ["gone-too"]
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
-    assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
-
-
 def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
@@ -390,51 +379,6 @@ def test_missing_crds_fail_with_one_clear_error() -> None:
     decision = PlacementDecisionInfo(f"{NS}/web", (ClusterReplicasInfo("c1", 1),))
     with pytest.raises(NotFoundError, match=r"install the calibrator\.dev CRDs"):
         asyncio.run(backend.write_placement([decision], "r"))
-
-
-def _no_version(dyn: FakeDyn) -> None:
-    del dyn.objects["KubeadmControlPlane"][(NS, "c1-cp")]["spec"]["version"]
-
-
-def _bad_md_version(dyn: FakeDyn) -> None:
-    dyn.objects["MachineDeployment"][(NS, "c1-md-0")]["spec"]["template"]["spec"]["version"] = (
-        "v1.33.banana"
-    )
-
-
-def _bad_taints(dyn: FakeDyn) -> None:
-    meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
-    meta["annotations"] = {"calibrator.dev/taints": "[{not json"}
-
-
-def _bad_class_version(dyn: FakeDyn) -> None:
-    dyn.objects["ClusterClass"][(NS, "cc")]["spec"]["kubernetesVersions"].append("latest")
-
-
-@pytest.mark.parametrize(
-    ("break_it", "reason"),
-    [
-        (_no_version, "declares no Kubernetes version"),
-        (_bad_md_version, "MachineDeployment c1-md-0: invalid Kubernetes version"),
-        (_bad_taints, "taints annotation is not JSON"),
-    ],
-)
-def test_a_malformed_cluster_is_skipped_with_its_reason(break_it: Any, reason: str) -> None:
-    dyn = _fleet(topology=False)
-    break_it(dyn)
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
-    assert inv.snapshot.clusters == ()
-    assert reason in inv.skipped["c1"]
-    assert len(inv.skipped["c1"]) <= 200
-    assert inv.snapshot.workloads[0].placement.clusters == ()
-
-
-def test_an_unparseable_class_version_is_ignored() -> None:
-    dyn = _fleet(topology=True)
-    _bad_class_version(dyn)
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
-    assert [str(v) for v in inv.snapshot.available_versions] == ["v1.33.0", "v1.34.0"]
-    assert inv.skipped == {}
 
 
 def test_inventory_versions_are_the_placement_preconditions() -> None:

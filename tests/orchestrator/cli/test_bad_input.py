@@ -271,11 +271,19 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ),
     ("calibrate-target", ["calibrate", "-t", "latest"], "invalid Kubernetes version"),
     ("calibrate-selector", ["calibrate", "-t", TARGET, "-l", "!"], "invalid label selector"),
+    (
+        "snapshot-and-live-flags",
+        ["place", "-s", SNAPSHOT, "--kubeconfig", "/k", "-A"],
+        "--snapshot reads a file; --kubeconfig, --all-namespaces are for the live fleet",
+    ),
+    ("namespace-and-all", ["drift", "-n", "fleet", "-A"], "exclude each other"),
+    ("kubeconfig-missing", ["drift", "--kubeconfig", "/nonexistent/kc"], "is not a file"),
+    ("live-selector", ["drift", "-l", "env in prod"], "invalid label selector"),
 ]
 CALIBRATE_STRATEGIES = ["approvel", "approval-string", "soak-huge", "alias-bomb"]
 USAGE: list[tuple[str, list[str]]] = [
     ("output-xml", ["drift", "-s", SNAPSHOT, "-o", "xml"]),
-    ("missing-snapshot", ["drift"]),
+    ("snapshot-output-table", ["snapshot", "-o", "table"]),
     ("missing-target", ["plan", "-s", SNAPSHOT]),
 ]
 
