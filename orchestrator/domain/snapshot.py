@@ -17,6 +17,18 @@ import yaml
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import (
+    PLURAL,
+    SPREAD_FIELDS,
+    FieldSelector,
+    Location,
+    SpreadConstraint,
+    SpreadField,
+    cluster_location,
+    field_selector_from_mapping,
+    field_value,
+    zone_list,
+)
 from orchestrator.domain.quantity import (
     format_cpu,
     format_memory,
@@ -39,7 +51,6 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 
 API_VERSION = "calibrator.dev/v1alpha1"
 KIND = "FleetSnapshot"
-REGION_LABELS = ("region", "topology.kubernetes.io/region")
 
 # Bounds of snapshot values (docs/api.md "Limits"): far above any real fleet, low enough that
 # sums and products stay exact and that no later arithmetic (timers, division) can overflow.
@@ -117,7 +128,12 @@ class MachineDeploymentState:
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """One CAPI cluster as the planner, checks and placement see it."""
+    """One CAPI cluster as the planner, checks and placement see it.
+
+    ``provider``, ``region`` and ``zones`` are Karmada's cluster fields; one not given is
+    derived from the labels (``location.cluster_location``), so snapshots written before the
+    fields existed place as they did.
+    """
 
     name: str
     control_plane: ControlPlaneState
@@ -127,14 +143,24 @@ class Cluster:
     capacity: Resources | None = None
     allocated: Resources = Resources()
     topology: bool = True
+    provider: str | None = None
+    region: str | None = None
+    zones: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.provider is None or self.region is None or not self.zones:
+            derived = cluster_location(self.labels)
+            if self.provider is None:
+                object.__setattr__(self, "provider", derived.provider)
+            if self.region is None:
+                object.__setattr__(self, "region", derived.region)
+            if not self.zones:
+                object.__setattr__(self, "zones", derived.zones)
 
     @property
-    def region(self) -> str | None:
-        """The cluster's region label, if any (``region`` or ``topology.kubernetes.io/region``)."""
-        for key in REGION_LABELS:
-            if key in self.labels:
-                return self.labels[key]
-        return None
+    def location(self) -> Location:
+        """Provider, region and zones together (what field selectors and spreads read)."""
+        return Location(self.provider, self.region, self.zones)
 
     @property
     def worker_versions(self) -> tuple[KubeVersion, ...]:
@@ -150,12 +176,17 @@ class ClusterAffinity:
     cluster_names: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     name: str = ""
+    field_selector: FieldSelector = FieldSelector()
 
     def matches(self, cluster: Cluster) -> bool:
-        """Karmada semantics: names (if any) AND selector AND not excluded."""
+        """Karmada semantics: names (if any) AND label selector AND fields AND not excluded."""
         if cluster.name in self.exclude:
             return False
         if self.cluster_names and cluster.name not in self.cluster_names:
+            return False
+        if self.field_selector.match_expressions and not self.field_selector.matches(
+            cluster.location
+        ):
             return False
         return self.selector.matches(cluster.labels)
 
@@ -166,6 +197,8 @@ class ClusterAffinity:
             parts.append("clusters " + ",".join(self.cluster_names))
         if not self.selector.is_empty():
             parts.append("labels " + self.selector.describe())
+        if not self.field_selector.is_empty():
+            parts.append("fields " + self.field_selector.describe())
         if self.exclude:
             parts.append("excluding " + ",".join(self.exclude))
         return "; ".join(parts) or "<any cluster>"
@@ -229,7 +262,9 @@ class PlacementPolicy:
     ``clusters`` is where the workload runs now (its current placement): compatibility checks read
     it and the Locality score keeps it there. ``affinities`` are ordered fallbacks (Karmada's
     ``clusterAffinities``): the first one that yields a feasible cluster wins. ``max_clusters`` caps
-    how many clusters a placement uses (None = every feasible cluster).
+    how many clusters a placement uses (None = every feasible cluster). ``spread_constraints``
+    bound how many clusters, and regions, zones or providers, the placement spans (at most one of
+    the last three; see ``placement.spread``).
     """
 
     affinities: tuple[ClusterAffinity, ...] = ()
@@ -238,6 +273,7 @@ class PlacementPolicy:
     replica_scheduling: ReplicaScheduling = ReplicaScheduling()
     max_latency: LatencyConstraint | None = None
     max_clusters: int | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +432,9 @@ def _cluster(raw: object, where: str) -> Cluster:
             "capacity",
             "allocated",
             "topology",
+            "provider",
+            "region",
+            "zones",
         },
         where,
     )
@@ -460,14 +499,32 @@ def _cluster(raw: object, where: str) -> Cluster:
         capacity=capacity,
         allocated=allocated,
         topology=topology,
+        provider=_field(data, "provider", where),
+        region=_field(data, "region", where),
+        zones=zone_list(data["zones"], f"{where}.zones", SnapshotError) if "zones" in data else (),
     )
+
+
+def _field(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    """An optional cluster field (provider, region): absent, or a valid value (never null)."""
+    if key not in data:
+        return None
+    return field_value(data[key], f"{where}.{key}", SnapshotError)
 
 
 def _affinity(raw: object, where: str) -> ClusterAffinity:
     data = _mapping(raw, where)
     _check_fields(
         data,
-        {"name", "matchLabels", "matchExpressions", "labelSelector", "clusterNames", "exclude"},
+        {
+            "name",
+            "matchLabels",
+            "matchExpressions",
+            "labelSelector",
+            "fieldSelector",
+            "clusterNames",
+            "exclude",
+        },
         where,
     )
     selector_raw: object = data.get("labelSelector")
@@ -486,7 +543,12 @@ def _affinity(raw: object, where: str) -> ClusterAffinity:
         for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
     )
     label = _name(data["name"], f"{where}.name") if "name" in data else ""
-    return ClusterAffinity(selector, names, exclude, label)
+    fields = (
+        field_selector_from_mapping(data["fieldSelector"], f"{where}.fieldSelector", SnapshotError)
+        if "fieldSelector" in data
+        else FieldSelector()
+    )
+    return ClusterAffinity(selector, names, exclude, label, fields)
 
 
 def _toleration(raw: object, where: str) -> Toleration:
@@ -611,6 +673,7 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
             "replicaScheduling",
             "maxLatency",
             "maxClusters",
+            "spreadConstraints",
         },
         where,
     )
@@ -632,20 +695,80 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
         _name(c, f"{where}.clusters[{i}]")
         for i, c in enumerate(_list(data.get("clusters"), f"{where}.clusters"))
     )
-    max_clusters = data.get("maxClusters")
+    max_raw = data.get("maxClusters")
+    max_clusters = None if max_raw is None else _int(max_raw, f"{where}.maxClusters", 1)
+    scheduling = _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling")
+    spread = _spread_constraints(
+        data.get("spreadConstraints"), f"{where}.spreadConstraints", scheduling, max_clusters
+    )
     return PlacementPolicy(
         affinities=_interned(pool, affinities),
         tolerations=_interned(pool, tolerations),
         clusters=clusters,
-        replica_scheduling=_interned(
-            pool,
-            _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling"),
-        ),
+        replica_scheduling=_interned(pool, scheduling),
         max_latency=_interned(pool, _latency(data.get("maxLatency"), f"{where}.maxLatency")),
-        max_clusters=None
-        if max_clusters is None
-        else _int(max_clusters, f"{where}.maxClusters", 1),
+        max_clusters=max_clusters,
+        spread_constraints=_interned(pool, spread),
     )
+
+
+def _spread_constraints(
+    raw: object, where: str, scheduling: ReplicaScheduling, max_clusters: int | None
+) -> tuple[SpreadConstraint, ...]:
+    """Karmada's spreadConstraints with spreadByField, and only what placement can honour.
+
+    One constraint per field, at most one of region/zone/provider (spreading by two at once
+    is a covering problem Karmada does not solve either), not with static weights (Karmada
+    ignores spreads there; a rule that is silently ignored is worse than an error), and no
+    minimum that the cluster cap (maxClusters, or a cluster spread's maxGroups) rules out.
+    """
+    items = _list(raw, where)
+    out: list[SpreadConstraint] = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        data = _mapping(item, here)
+        _check_fields(data, {"spreadByField", "minGroups", "maxGroups"}, here)
+        spread_field = _required(data, "spreadByField", here)
+        if spread_field not in SPREAD_FIELDS:
+            raise SnapshotError(
+                f"{here}.spreadByField: must be one of {', '.join(SPREAD_FIELDS)}, "
+                f"got {quote(spread_field)}"
+            )
+        low = _int(data.get("minGroups", 1), f"{here}.minGroups", 1)
+        high_raw = data.get("maxGroups")
+        high = None if high_raw is None else _int(high_raw, f"{here}.maxGroups", 1)
+        if high is not None and high < low:
+            raise SnapshotError(f"{here}: maxGroups {high} is below minGroups {low}")
+        if any(c.field == spread_field for c in out):
+            raise SnapshotError(f"{here}: a second constraint spreading by {spread_field}")
+        out.append(SpreadConstraint(cast(SpreadField, spread_field), low, high))
+    if not out:
+        return ()
+    by_field = {c.field: c for c in out}
+    located = [f for f in by_field if f != "cluster"]
+    if len(located) > 1:
+        raise SnapshotError(
+            f"{where}: spread by one of region, zone or provider, not {' and '.join(located)}"
+        )
+    if scheduling.weights:
+        raise SnapshotError(
+            f"{where}: spread constraints do not combine with static weights "
+            "(replicaScheduling.weights decide the clusters)"
+        )
+    per_cluster = by_field.get("cluster")
+    if per_cluster is not None and per_cluster.max_groups is not None and max_clusters is not None:
+        raise SnapshotError(
+            f"{where}: give maxClusters or a cluster spread's maxGroups, not both (same meaning)"
+        )
+    cap = max_clusters if per_cluster is None else per_cluster.max_groups or max_clusters
+    for c in out:
+        # A cluster is in one region and one provider: fewer clusters cannot span more of them.
+        if cap is not None and c.field != "zone" and c.min_groups > cap:
+            raise SnapshotError(
+                f"{where}: minGroups {c.min_groups} {PLURAL[c.field]} can never be met "
+                f"on at most {cap} clusters"
+            )
+    return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
 
 
 def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
@@ -780,6 +903,8 @@ def _affinity_to_json(aff: ClusterAffinity) -> dict[str, object]:
         out["clusterNames"] = list(aff.cluster_names)
     if aff.exclude:
         out["exclude"] = list(aff.exclude)
+    if not aff.field_selector.is_empty():
+        out["fieldSelector"] = aff.field_selector.to_json()
     return out
 
 
@@ -831,6 +956,19 @@ def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
         cast(dict[str, object], out["maxLatency"])["rttMs"] = lat.max_rtt_ms
     if policy.max_clusters is not None:
         out["maxClusters"] = policy.max_clusters
+    if policy.spread_constraints:
+        out["spreadConstraints"] = [
+            {
+                k: v
+                for k, v in (
+                    ("spreadByField", c.field),
+                    ("minGroups", c.min_groups),
+                    ("maxGroups", c.max_groups),
+                )
+                if v is not None
+            }
+            for c in policy.spread_constraints
+        ]
     return out
 
 
@@ -857,6 +995,14 @@ def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
             item["capacity"] = c.capacity.to_json()
         if c.allocated != Resources():
             item["allocated"] = c.allocated.to_json()
+        # Only fields the labels do not imply: the file stays as it was for label-only fleets.
+        derived = cluster_location(c.labels)
+        if c.provider is not None and c.provider != derived.provider:
+            item["provider"] = c.provider
+        if c.region is not None and c.region != derived.region:
+            item["region"] = c.region
+        if c.zones and c.zones != derived.zones:
+            item["zones"] = list(c.zones)
         clusters.append(item)
     workloads: list[dict[str, object]] = []
     for w in snapshot.workloads:

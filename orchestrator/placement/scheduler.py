@@ -285,6 +285,7 @@ def _equal_weights(view: Workload) -> Workload:
         replica_scheduling=_UNWEIGHTED,
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
+        spread_constraints=p.spread_constraints,
     )
     w = view
     return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)
@@ -303,6 +304,7 @@ def term_view(workload: Workload, term: tuple[ClusterAffinity]) -> Workload:
         replica_scheduling=p.replica_scheduling,
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
+        spread_constraints=p.spread_constraints,
     )
     w = workload
     return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)

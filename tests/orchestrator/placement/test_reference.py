@@ -174,7 +174,48 @@ def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
             placement.pop("maxClusters", None)  # so that large ones spill onto several clusters
             placement["replicaScheduling"] = {"type": "Aggregated"}
             w["replicas"] = rng.choice((3, 30, 120))
+    _locate(mapping, random.Random(seed + 1000))
     return snapshot_from_mapping(mapping)
+
+
+def _locate(mapping: dict[str, Any], rng: random.Random) -> None:
+    """Cluster fields and the policies that read them: field selectors and spreads.
+
+    Regions come from the generator's ``region`` label; zones (one or two per cluster, some
+    clusters none) and a few explicit providers are added here. A separate random stream keeps
+    the other policy shapes as they were.
+    """
+    for c in mapping["clusters"]:
+        region = c["labels"]["region"]
+        roll = rng.random()
+        if roll < 0.6:
+            c["zones"] = [f"{region}-{rng.choice('abc')}"]
+        elif roll < 0.85:
+            c["zones"] = [f"{region}-a", f"{region}-b"]
+        if rng.random() < 0.2:
+            c["provider"] = rng.choice(("aws", "gcp"))
+    for w in mapping["workloads"]:
+        placement = w["placement"]
+        roll = rng.random()
+        if roll < 0.05 and "clusterAffinity" in placement:
+            placement["clusterAffinity"]["fieldSelector"] = {
+                "matchExpressions": [
+                    {"key": "zone", "operator": rng.choice(("In", "NotIn")), "values": ["eu-a"]},
+                    {"key": "provider", "operator": "NotIn", "values": ["gcp"]},
+                ]
+            }
+        elif roll < 0.15 and not placement.get("replicaScheduling", {}).get("weights"):
+            field = rng.choice(("region", "zone", "provider"))
+            low = rng.choice((1, 2, 3))
+            spread: list[dict[str, Any]] = [
+                {"spreadByField": field, "minGroups": low, "maxGroups": low + rng.choice((0, 1))}
+            ]
+            if rng.random() < 0.5:
+                placement.pop("maxClusters", None)
+                spread.append({"spreadByField": "cluster", "minGroups": 2, "maxGroups": 4})
+            elif placement.get("maxClusters", 4) < low:
+                placement["maxClusters"] = low
+            placement["spreadConstraints"] = spread
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -184,6 +225,13 @@ def test_matches_reference_on_varied_policies(
 ) -> None:
     snapshot = _varied(50, 500, seed)
     expected = reference_place(snapshot)
+    spreading = [
+        d
+        for d, w in zip(expected, sorted(snapshot.workloads, key=lambda w: w.key), strict=True)
+        if w.placement.spread_constraints
+    ]
+    assert any(not d.unschedulable for d in spreading)
+    assert any(d.unschedulable for d in spreading)
     monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
     _compare(snapshot, expected)
 
