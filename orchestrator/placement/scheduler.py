@@ -83,7 +83,7 @@ class Scheduler:
         self.note = ""  # the last attempt's division note (see ``_attempt``)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
         filters = registry.filters
-        scorers = registry.scorers
+        scorers = self.scorers = registry.scorers
         self.static_filters = [FilterTable(p, ctx) for p in filters if not is_dynamic(p)]
         self.term_filters = [t for t in self.static_filters if depends_on_term(t.plugin)]
         self.plain_filters = [t for t in self.static_filters if not depends_on_term(t.plugin)]

@@ -20,7 +20,9 @@ It follows the rules written in ``orchestrator.placement`` (package and schedule
   spanning minGroups of every constraint (``orchestrator.placement.spread``, done plainly);
 * NoExecute tolerations with ``tolerationSeconds`` end at ``now`` when given; chosen clusters
   that such a toleration holds are listed with their eviction time;
-* reasons: every rejected cluster with every reason, with the capacity the workload saw.
+* reasons: every rejected cluster with every reason, with the capacity the workload saw;
+* scores: every cluster the winning term (else the first) finds feasible, with each score
+  plugin's answer and the weighted total, best first, ties by name.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class RefDecision:
     affinity: str | None
     division_note: str = ""
     evict_at: tuple[tuple[str, str], ...] = ()
+    # (cluster, total, ((plugin, score), ...)), best first
+    scores: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...] = ()
 
 
 def _dynamic(plugin: object) -> bool:
@@ -297,6 +301,17 @@ def reference_place(
                     found.append(failure)
             if found:
                 reasons[c.name] = tuple(dict.fromkeys(found))
+        view, _, _, static = attempts[-1] if placed else attempts[0]
+        rows = []
+        for i, c in enumerate(clusters):
+            if c.name in exclude_clusters or not all(a[i].fits for a in static.values()):
+                continue
+            if not all(p.filter(ctx, view, c).fits for p in plugins.dynamic):
+                continue
+            answers = tuple((p.name, p.score(ctx, view, c)) for p in plugins.scorers)
+            total = sum(p.weight * a for p, (_, a) in zip(plugins.scorers, answers, strict=True))
+            rows.append((-total, i, (c.name, total, answers)))
+        scores = tuple(row[2] for row in sorted(rows))
         if placed:
             view = attempts[-1][0]
             req = view.requests
@@ -330,6 +345,7 @@ def reference_place(
                 affinity=(attempts[-1][1] or None) if placed else None,
                 division_note=notes[0] if placed and notes else "",
                 evict_at=tuple(evict_at),
+                scores=scores,
             )
         )
     return out

@@ -14,7 +14,10 @@ from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, topk
 from tests.orchestrator.placement.reference import RefDecision, reference_place
 
 
-def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any) -> None:
+def _compare(
+    snapshot: FleetSnapshot, expected: list[RefDecision], *, scores: bool = False, **kwargs: Any
+) -> None:
+    """Decisions and reasons always; with ``scores``, every feasible cluster's scores too."""
     result = place(snapshot, **kwargs)
     assert [d.workload for d in result.decisions] == [r.workload for r in expected]
     for got, want in zip(result.decisions, expected, strict=True):
@@ -25,6 +28,9 @@ def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any
         assert dict(got.reasons) == want.reasons, got.workload
         assert got.division_note == want.division_note, got.workload
         assert got.evict_at == want.evict_at, got.workload
+        if scores:
+            found = tuple((c.name, c.total, c.plugins) for c in got.scores.clusters)
+            assert found == want.scores, got.workload
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +104,9 @@ def test_matches_reference_with_other_registries(
 ) -> None:
     snapshot = generate_fleet(60, 400, seed=9)
     expected = reference_place(snapshot, registry=registry)
-    _compare(snapshot, expected, registry=registry)
+    _compare(snapshot, expected, registry=registry, scores=True)
     monkeypatch.setattr(topk, "DIRECT_LIMIT", 0)  # the threshold algorithm everywhere
-    _compare(snapshot, expected, registry=registry)
+    _compare(snapshot, expected, registry=registry, scores=True)
 
 
 def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
@@ -233,7 +239,7 @@ def test_matches_reference_on_varied_policies(
     assert any(not d.unschedulable for d in spreading)
     assert any(d.unschedulable for d in spreading)
     monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
-    _compare(snapshot, expected)
+    _compare(snapshot, expected, scores=True)
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -245,4 +251,4 @@ def test_matches_reference_with_a_clock(seed: int) -> None:
     assert any(d.evict_at for d in expected)
     assert any(d.division_note for d in expected)
     assert any("ran out" in r for d in expected for rs in d.reasons.values() for r in rs)
-    _compare(snapshot, expected, now=now)
+    _compare(snapshot, expected, now=now, scores=True)
