@@ -766,7 +766,7 @@ def _spread_constraints(
         if cap is not None and c.field != "zone" and c.min_groups > cap:
             raise SnapshotError(
                 f"{where}: minGroups {c.min_groups} {PLURAL[c.field]} can never be met "
-                f"on at most {cap} clusters"
+                f"on at most {cap} cluster{'' if cap == 1 else 's'}"
             )
     return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
 
