@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -162,10 +163,10 @@ def test_an_unschedulable_decision_scores_its_first_term() -> None:
 
 def test_scores_are_in_the_json_only_when_explained() -> None:
     snapshot = fleet_of([cluster("a"), cluster("b")], [workload("w")])
-    plain = placement_to_json(place(snapshot))
-    assert "scores" not in plain["decisions"][0]  # type: ignore[index]
-    explained = placement_to_json(place(snapshot), explain=True)
-    (item,) = explained["decisions"]  # type: ignore[misc]
+    plain: Any = placement_to_json(place(snapshot))
+    assert "scores" not in plain["decisions"][0]
+    explained: Any = placement_to_json(place(snapshot), explain=True)
+    (item,) = explained["decisions"]
     assert item["scoreWeights"] == {
         "TaintToleration": 1,
         "ClusterLocality": 2,

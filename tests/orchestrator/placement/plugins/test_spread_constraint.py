@@ -30,7 +30,7 @@ PLUGIN = SpreadConstraint()
 def test_filter(
     cluster_fields: dict[str, Any], spread: list[dict[str, Any]], reasons: tuple[str, ...]
 ) -> None:
-    placement = {"spreadConstraints": spread} if spread else {}
+    placement: dict[str, Any] = {"spreadConstraints": spread} if spread else {}
     ctx, w, c = single({**cluster("c1"), **cluster_fields}, workload("w", **placement))
     assert PLUGIN.filter(ctx, w, c).reasons == reasons
     assert PLUGIN.fits(ctx, w, c) == (not reasons)
