@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import cluster_location
 from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
@@ -541,6 +542,19 @@ class KubeFleetBackend:
         }
         if not topo:
             entry["topology"] = False
+        # Karmada-style cluster fields from labels, infrastructure kind and failure domains
+        # (docs/decisions.md "Cluster fields"); the snapshot parser validates them again.
+        location = cluster_location(
+            labels,
+            infrastructure_kind=capi.infrastructure_kind(c),
+            failure_domains=capi.failure_domain_names(c),
+        )
+        if location.provider is not None:
+            entry["provider"] = location.provider
+        if location.region is not None:
+            entry["region"] = location.region
+        if location.zones:
+            entry["zones"] = list(location.zones)
         return entry
 
     def _inventory(self, names: Sequence[str]) -> Inventory:

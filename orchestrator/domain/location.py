@@ -115,16 +115,17 @@ def cluster_location(
     * zones: label ``topology.kubernetes.io/zone`` (one zone), else the names of the
       Cluster's ``status.failureDomains`` (CAPI's zones for machines), sorted.
 
-    Label values are taken as they are: the API server (or the snapshot loader) validated them
-    as labels, and a snapshot that loaded before these fields existed must still load. Failure
-    domain names are validated (InputError), as nothing else checks them.
+    An empty label value counts as no label. Other label values are taken as they are: the API
+    server (or the snapshot loader) validated them as labels, and a snapshot that loaded before
+    these fields existed must still load. Failure domain names are validated (InputError), as
+    nothing else checks them.
     """
-    provider = labels.get(PROVIDER_LABEL)
+    provider = labels.get(PROVIDER_LABEL) or None
     if provider is None and infrastructure_kind:
         provider = provider_of_kind(infrastructure_kind)
-    region = next((labels[k] for k in REGION_LABELS if k in labels), None)
+    region = next((labels[k] for k in REGION_LABELS if labels.get(k)), None)
     zone = labels.get(ZONE_LABEL)
-    if zone is not None:
+    if zone:
         zones: tuple[str, ...] = (zone,)
     else:
         zones = zone_list(sorted(set(failure_domains)), "status.failureDomains")
