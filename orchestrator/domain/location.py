@@ -125,9 +125,10 @@ def cluster_location(
         provider = provider_of_kind(infrastructure_kind)
     region = next((labels[k] for k in REGION_LABELS if labels.get(k)), None)
     zone = labels.get(ZONE_LABEL)
+    zones: tuple[str, ...] = ()
     if zone:
-        zones: tuple[str, ...] = (zone,)
-    else:
+        zones = (zone,)
+    elif failure_domains:
         zones = zone_list(sorted(set(failure_domains)), "status.failureDomains")
     return Location(provider, region, zones)
 

@@ -698,8 +698,14 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
     max_raw = data.get("maxClusters")
     max_clusters = None if max_raw is None else _int(max_raw, f"{where}.maxClusters", 1)
     scheduling = _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling")
-    spread = _spread_constraints(
-        data.get("spreadConstraints"), f"{where}.spreadConstraints", scheduling, max_clusters
+    spread_raw = data.get("spreadConstraints")
+    spread = (
+        _interned(
+            pool,
+            _spread_constraints(spread_raw, f"{where}.spreadConstraints", scheduling, max_clusters),
+        )
+        if spread_raw is not None
+        else ()
     )
     return PlacementPolicy(
         affinities=_interned(pool, affinities),
@@ -708,7 +714,7 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
         replica_scheduling=_interned(pool, scheduling),
         max_latency=_interned(pool, _latency(data.get("maxLatency"), f"{where}.maxLatency")),
         max_clusters=max_clusters,
-        spread_constraints=_interned(pool, spread),
+        spread_constraints=spread,
     )
 
 
