@@ -699,14 +699,10 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
     max_clusters = None if max_raw is None else _int(max_raw, f"{where}.maxClusters", 1)
     scheduling = _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling")
     spread_raw = data.get("spreadConstraints")
-    spread = (
-        _interned(
-            pool,
-            _spread_constraints(spread_raw, f"{where}.spreadConstraints", scheduling, max_clusters),
-        )
-        if spread_raw is not None
-        else ()
-    )
+    spread: tuple[SpreadConstraint, ...] = ()
+    if spread_raw is not None:
+        spread = _interned(pool, _spread_constraints(spread_raw, f"{where}.spreadConstraints"))
+        _check_spread(spread, f"{where}.spreadConstraints", scheduling, max_clusters)
     return PlacementPolicy(
         affinities=_interned(pool, affinities),
         tolerations=_interned(pool, tolerations),
@@ -718,15 +714,12 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
     )
 
 
-def _spread_constraints(
-    raw: object, where: str, scheduling: ReplicaScheduling, max_clusters: int | None
-) -> tuple[SpreadConstraint, ...]:
-    """Karmada's spreadConstraints with spreadByField, and only what placement can honour.
+def _spread_constraints(raw: object, where: str) -> tuple[SpreadConstraint, ...]:
+    """Karmada's spreadConstraints with spreadByField: one per field, at most one located.
 
-    One constraint per field, at most one of region/zone/provider (spreading by two at once
-    is a covering problem Karmada does not solve either), not with static weights (Karmada
-    ignores spreads there; a rule that is silently ignored is worse than an error), and no
-    minimum that the cluster cap (maxClusters, or a cluster spread's maxGroups) rules out.
+    Depends on the raw list alone; the checks against the rest of the policy are
+    ``_check_spread``'s. Spreading by two of region/zone/provider at once is a covering problem
+    placement does not solve (Karmada's selection does not either).
     """
     items = _list(raw, where)
     out: list[SpreadConstraint] = []
@@ -748,14 +741,28 @@ def _spread_constraints(
         if any(c.field == spread_field for c in out):
             raise SnapshotError(f"{here}: a second constraint spreading by {spread_field}")
         out.append(SpreadConstraint(cast(SpreadField, spread_field), low, high))
-    if not out:
-        return ()
-    by_field = {c.field: c for c in out}
-    located = [f for f in by_field if f != "cluster"]
+    located = [c.field for c in out if c.field != "cluster"]
     if len(located) > 1:
         raise SnapshotError(
             f"{where}: spread by one of region, zone or provider, not {' and '.join(located)}"
         )
+    return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
+
+
+def _check_spread(
+    spread: tuple[SpreadConstraint, ...],
+    where: str,
+    scheduling: ReplicaScheduling,
+    max_clusters: int | None,
+) -> None:
+    """Only what placement can honour, against the rest of the policy.
+
+    No static weights (Karmada ignores spreads there; a rule silently ignored is worse than an
+    error), one cluster cap, no minimum that the cap rules out.
+    """
+    if not spread:
+        return
+    by_field = {c.field: c for c in spread}
     if scheduling.weights:
         raise SnapshotError(
             f"{where}: spread constraints do not combine with static weights "
@@ -767,14 +774,13 @@ def _spread_constraints(
             f"{where}: give maxClusters or a cluster spread's maxGroups, not both (same meaning)"
         )
     cap = max_clusters if per_cluster is None else per_cluster.max_groups or max_clusters
-    for c in out:
+    for c in spread:
         # A cluster is in one region and one provider: fewer clusters cannot span more of them.
         if cap is not None and c.field != "zone" and c.min_groups > cap:
             raise SnapshotError(
                 f"{where}: minGroups {c.min_groups} {PLURAL[c.field]} can never be met "
                 f"on at most {cap} cluster{'' if cap == 1 else 's'}"
             )
-    return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
 
 
 def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
