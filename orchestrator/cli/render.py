@@ -242,8 +242,8 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
     """People's view of a placement run: one row per workload with its summary.
 
     The summary (kube-scheduler style: "3/1000 clusters available: 640 labels do not match ...")
-    says why the other clusters were not used; per-cluster reasons follow only when the document
-    has them (``--explain``, ``--workload``).
+    says why the other clusters were not used; per-cluster reasons and every feasible cluster's
+    scores follow only when the document has them (``--explain``, ``--workload``).
     """
     if len(doc["decisions"]) > RICH_TABLE_ROWS:
         _place_lines(con, doc)
@@ -263,6 +263,9 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
             con.print(f"[bold]{d['workload']}[/]: rejected clusters")
             for cluster, why in reasons.items():
                 con.print(f"  {cluster}: {'; '.join(why)}", markup=False)
+        if d.get("scores"):
+            con.print(f"[bold]{d['workload']}[/]: scores, best first (* chosen)")
+            con.print("\n".join(score_lines(d)), markup=False, highlight=False)
 
 
 def _place_lines(con: Console, doc: dict[str, Any]) -> None:
@@ -289,4 +292,34 @@ def _place_lines(con: Console, doc: dict[str, Any]) -> None:
         if reasons:
             lines.append(f"{d['workload']}: rejected clusters")
             lines += [f"  {cluster}: {'; '.join(why)}" for cluster, why in reasons.items()]
+        if d.get("scores"):
+            lines.append(f"{d['workload']}: scores, best first (* chosen)")
+            lines += score_lines(d)
     con.file.write("\n".join(lines) + "\n")
+
+
+def score_lines(decision: dict[str, Any]) -> list[str]:
+    """A decision's ``scores`` as aligned lines: a column per plugin (with its weight), a total.
+
+    The order is the scheduler's ranking (total, then name), so equal totals decided by name
+    and the plugin that made the difference can be read off directly.
+    """
+    weights: dict[str, int] = decision["scoreWeights"]
+    chosen = {c["name"] for c in decision["clusters"]}
+    header = ["  CLUSTER", *(f"{name} x{w}" for name, w in weights.items()), "TOTAL"]
+    rows = [
+        [
+            ("* " if s["cluster"] in chosen else "  ") + s["cluster"],
+            *(str(s["plugins"][name]) for name in weights),
+            str(s["total"]),
+        ]
+        for s in decision["scores"]
+    ]
+    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(w) if k == 0 else cell.rjust(w)
+            for k, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in (header, *rows)
+    ]

@@ -21,6 +21,18 @@ import yaml
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import (
+    PLURAL,
+    SPREAD_FIELDS,
+    FieldSelector,
+    Location,
+    SpreadConstraint,
+    SpreadField,
+    cluster_location,
+    field_selector_from_mapping,
+    field_value,
+    zone_list,
+)
 from orchestrator.domain.quantity import (
     format_cpu,
     format_memory,
@@ -43,7 +55,6 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 
 API_VERSION = "calibrator.dev/v1alpha1"
 KIND = "FleetSnapshot"
-REGION_LABELS = ("region", "topology.kubernetes.io/region")
 
 # Bounds of snapshot values (docs/api.md "Limits"): far above any real fleet, low enough that
 # sums and products stay exact and that no later arithmetic (timers, division) can overflow.
@@ -167,7 +178,12 @@ class WorkloadClusterStatus:
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """One CAPI cluster as the planner, checks and placement see it."""
+    """One CAPI cluster as the planner, checks and placement see it.
+
+    ``provider``, ``region`` and ``zones`` are Karmada's cluster fields; one not given is
+    derived from the labels (``location.cluster_location``), so snapshots written before the
+    fields existed place as they did.
+    """
 
     name: str
     control_plane: ControlPlaneState
@@ -178,14 +194,24 @@ class Cluster:
     allocated: Resources = Resources()
     topology: bool = True
     workload_cluster: WorkloadClusterStatus | None = None  # None: not probed (files, the worker)
+    provider: str | None = None
+    region: str | None = None
+    zones: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.provider is None or self.region is None or not self.zones:
+            derived = cluster_location(self.labels)
+            if self.provider is None:
+                object.__setattr__(self, "provider", derived.provider)
+            if self.region is None:
+                object.__setattr__(self, "region", derived.region)
+            if not self.zones:
+                object.__setattr__(self, "zones", derived.zones)
 
     @property
-    def region(self) -> str | None:
-        """The cluster's region label, if any (``region`` or ``topology.kubernetes.io/region``)."""
-        for key in REGION_LABELS:
-            if key in self.labels:
-                return self.labels[key]
-        return None
+    def location(self) -> Location:
+        """Provider, region and zones together (what field selectors and spreads read)."""
+        return Location(self.provider, self.region, self.zones)
 
     @property
     def worker_versions(self) -> tuple[KubeVersion, ...]:
@@ -201,12 +227,17 @@ class ClusterAffinity:
     cluster_names: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     name: str = ""
+    field_selector: FieldSelector = FieldSelector()
 
     def matches(self, cluster: Cluster) -> bool:
-        """Karmada semantics: names (if any) AND selector AND not excluded."""
+        """Karmada semantics: names (if any) AND label selector AND fields AND not excluded."""
         if cluster.name in self.exclude:
             return False
         if self.cluster_names and cluster.name not in self.cluster_names:
+            return False
+        if self.field_selector.match_expressions and not self.field_selector.matches(
+            cluster.location
+        ):
             return False
         return self.selector.matches(cluster.labels)
 
@@ -217,6 +248,8 @@ class ClusterAffinity:
             parts.append("clusters " + ",".join(self.cluster_names))
         if not self.selector.is_empty():
             parts.append("labels " + self.selector.describe())
+        if not self.field_selector.is_empty():
+            parts.append("fields " + self.field_selector.describe())
         if self.exclude:
             parts.append("excluding " + ",".join(self.exclude))
         return "; ".join(parts) or "<any cluster>"
@@ -280,7 +313,9 @@ class PlacementPolicy:
     ``clusters`` is where the workload runs now (its current placement): compatibility checks read
     it and the Locality score keeps it there. ``affinities`` are ordered fallbacks (Karmada's
     ``clusterAffinities``): the first one that yields a feasible cluster wins. ``max_clusters`` caps
-    how many clusters a placement uses (None = every feasible cluster).
+    how many clusters a placement uses (None = every feasible cluster). ``spread_constraints``
+    bound how many clusters, and regions, zones or providers, the placement spans (at most one of
+    the last three; see ``placement.spread``).
     """
 
     affinities: tuple[ClusterAffinity, ...] = ()
@@ -289,6 +324,7 @@ class PlacementPolicy:
     replica_scheduling: ReplicaScheduling = ReplicaScheduling()
     max_latency: LatencyConstraint | None = None
     max_clusters: int | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,14 +382,16 @@ class FleetSnapshot:
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
-# Parsed values by the text of their raw document value, for the length of one
-# ``snapshot_from_mapping`` call (None outside one). See ``_by_content``.
-_PARSED: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar("_PARSED", default=None)
+# For the length of one ``snapshot_from_mapping`` call (None outside one): parsed values by
+# parser and the text of their raw value, and the first parsed value equal to each. See
+# ``_by_content``.
+_Memo = tuple[dict[tuple[str, str], Any], dict[Any, Any]]
+_PARSED: ContextVar[_Memo | None] = ContextVar("_PARSED", default=None)
 
 
 @contextmanager
 def _content_memo() -> Iterator[None]:
-    token = _PARSED.set({})
+    token = _PARSED.set(({}, {}))
     try:
         yield
     finally:
@@ -367,9 +405,11 @@ def _by_content(
 
     A fleet's workloads repeat a few placement rules, request sizes and API lists thousands of
     times, and validating each copy again was most of the time a 100k-workload snapshot took to
-    load. A parser wrapped here depends on its raw value alone (``where`` only names the field in
-    an error, and an error is raised, never stored), so the first result serves every copy, and
-    equal parts of the snapshot are one object (identity short-circuits later comparisons).
+    load. A parser wrapped here must depend on its first argument alone (``where``, the only
+    other one, names the field in an error; an error is raised, never stored), so the first
+    result serves every copy. Results are also interned by value, so equal parts of the snapshot
+    are one object even when written differently (``cpu: 1`` and ``cpu: "1"``): placement keys
+    some caches by identity, and its answer must not depend on how the input was spelt.
 
     The key is ``repr`` of the raw value: a document holds only str, int, float, bool, None,
     dates, bytes, lists and dicts, whose reprs differ whenever the values do (1, 1.0 and True
@@ -379,13 +419,15 @@ def _by_content(
 
     @wraps(parse)
     def parse_once(raw: object, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        memo = _PARSED.get()
-        if memo is None:
+        state = _PARSED.get()
+        if state is None:
             return parse(raw, *args, **kwargs)
+        memo, values = state
         key = (name, repr(raw))
         found = memo.get(key, _MISSING)
         if found is _MISSING:
-            found = memo[key] = parse(raw, *args, **kwargs)
+            value = parse(raw, *args, **kwargs)
+            found = memo[key] = values.setdefault(value, value)
         return cast(_T, found)
 
     return parse_once
@@ -502,6 +544,9 @@ def _cluster(raw: object, where: str) -> Cluster:
             "allocated",
             "topology",
             "workloadCluster",
+            "provider",
+            "region",
+            "zones",
         },
         where,
     )
@@ -572,6 +617,9 @@ def _cluster(raw: object, where: str) -> Cluster:
         allocated=allocated,
         topology=topology,
         workload_cluster=workload_cluster,
+        provider=_field(data, "provider", where),
+        region=_field(data, "region", where),
+        zones=zone_list(data["zones"], f"{where}.zones", SnapshotError) if "zones" in data else (),
     )
 
 
@@ -615,12 +663,27 @@ def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
     return WorkloadClusterStatus(True, "", tuple(versions), nodes, ready, tuple(kubelets))
 
 
+def _field(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    """An optional cluster field (provider, region): absent, or a valid value (never null)."""
+    if key not in data:
+        return None
+    return field_value(data[key], f"{where}.{key}", SnapshotError)
+
+
 @_by_content
 def _affinity(raw: object, where: str) -> ClusterAffinity:
     data = _mapping(raw, where)
     _check_fields(
         data,
-        {"name", "matchLabels", "matchExpressions", "labelSelector", "clusterNames", "exclude"},
+        {
+            "name",
+            "matchLabels",
+            "matchExpressions",
+            "labelSelector",
+            "fieldSelector",
+            "clusterNames",
+            "exclude",
+        },
         where,
     )
     selector_raw: object = data.get("labelSelector")
@@ -639,7 +702,12 @@ def _affinity(raw: object, where: str) -> ClusterAffinity:
         for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
     )
     label = _name(data["name"], f"{where}.name") if "name" in data else ""
-    return ClusterAffinity(selector, names, exclude, label)
+    fields = (
+        field_selector_from_mapping(data["fieldSelector"], f"{where}.fieldSelector", SnapshotError)
+        if "fieldSelector" in data
+        else FieldSelector()
+    )
+    return ClusterAffinity(selector, names, exclude, label, fields)
 
 
 def _toleration(raw: object, where: str) -> Toleration:
@@ -739,7 +807,9 @@ def _latency(raw: object, where: str) -> LatencyConstraint | None:
 
 
 @_by_content
-def _affinities(single: object, many: object, where: str) -> tuple[ClusterAffinity, ...]:
+def _affinities(raw: object, where: str) -> tuple[ClusterAffinity, ...]:
+    """``raw`` is the pair (clusterAffinity, clusterAffinities): one value, so one memo key."""
+    single, many = cast(tuple[object, object], raw)
     if single is not None:
         return (_affinity(single, f"{where}.clusterAffinity"),)
     items = _list(many, f"{where}.clusterAffinities")
@@ -765,6 +835,7 @@ def _placement(raw: object, where: str) -> PlacementPolicy:
             "replicaScheduling",
             "maxLatency",
             "maxClusters",
+            "spreadConstraints",
         },
         where,
     )
@@ -774,19 +845,93 @@ def _placement(raw: object, where: str) -> PlacementPolicy:
         _name(c, f"{where}.clusters[{i}]")
         for i, c in enumerate(_list(data.get("clusters"), f"{where}.clusters"))
     )
-    max_clusters = data.get("maxClusters")
+    max_raw = data.get("maxClusters")
+    max_clusters = None if max_raw is None else _int(max_raw, f"{where}.maxClusters", 1)
+    scheduling = _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling")
+    spread_raw = data.get("spreadConstraints")
+    spread: tuple[SpreadConstraint, ...] = ()
+    if spread_raw is not None:
+        spread = _spread_constraints(spread_raw, f"{where}.spreadConstraints")
+        _check_spread(spread, f"{where}.spreadConstraints", scheduling, max_clusters)
     return PlacementPolicy(
-        affinities=_affinities(data.get("clusterAffinity"), data.get("clusterAffinities"), where),
+        affinities=_affinities((data.get("clusterAffinity"), data.get("clusterAffinities")), where),
         tolerations=_tolerations(data.get("tolerations"), f"{where}.tolerations"),
         clusters=clusters,
-        replica_scheduling=_replica_scheduling(
-            data.get("replicaScheduling"), f"{where}.replicaScheduling"
-        ),
+        replica_scheduling=scheduling,
         max_latency=_latency(data.get("maxLatency"), f"{where}.maxLatency"),
-        max_clusters=None
-        if max_clusters is None
-        else _int(max_clusters, f"{where}.maxClusters", 1),
+        max_clusters=max_clusters,
+        spread_constraints=spread,
     )
+
+
+@_by_content
+def _spread_constraints(raw: object, where: str) -> tuple[SpreadConstraint, ...]:
+    """Karmada's spreadConstraints with spreadByField: one per field, at most one located.
+
+    Depends on the raw list alone; the checks against the rest of the policy are
+    ``_check_spread``'s. Spreading by two of region/zone/provider at once is a covering problem
+    placement does not solve (Karmada's selection does not either).
+    """
+    items = _list(raw, where)
+    out: list[SpreadConstraint] = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        data = _mapping(item, here)
+        _check_fields(data, {"spreadByField", "minGroups", "maxGroups"}, here)
+        spread_field = _required(data, "spreadByField", here)
+        if spread_field not in SPREAD_FIELDS:
+            raise SnapshotError(
+                f"{here}.spreadByField: must be one of {', '.join(SPREAD_FIELDS)}, "
+                f"got {quote(spread_field)}"
+            )
+        low = _int(data.get("minGroups", 1), f"{here}.minGroups", 1)
+        high_raw = data.get("maxGroups")
+        high = None if high_raw is None else _int(high_raw, f"{here}.maxGroups", 1)
+        if high is not None and high < low:
+            raise SnapshotError(f"{here}: maxGroups {high} is below minGroups {low}")
+        if any(c.field == spread_field for c in out):
+            raise SnapshotError(f"{here}: a second constraint spreading by {spread_field}")
+        out.append(SpreadConstraint(cast(SpreadField, spread_field), low, high))
+    located = [c.field for c in out if c.field != "cluster"]
+    if len(located) > 1:
+        raise SnapshotError(
+            f"{where}: spread by one of region, zone or provider, not {' and '.join(located)}"
+        )
+    return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
+
+
+def _check_spread(
+    spread: tuple[SpreadConstraint, ...],
+    where: str,
+    scheduling: ReplicaScheduling,
+    max_clusters: int | None,
+) -> None:
+    """Only what placement can honour, against the rest of the policy.
+
+    No static weights (Karmada ignores spreads there; a rule silently ignored is worse than an
+    error), one cluster cap, no minimum that the cap rules out.
+    """
+    if not spread:
+        return
+    by_field = {c.field: c for c in spread}
+    if scheduling.weights:
+        raise SnapshotError(
+            f"{where}: spread constraints do not combine with static weights "
+            "(replicaScheduling.weights decide the clusters)"
+        )
+    per_cluster = by_field.get("cluster")
+    if per_cluster is not None and per_cluster.max_groups is not None and max_clusters is not None:
+        raise SnapshotError(
+            f"{where}: give maxClusters or a cluster spread's maxGroups, not both (same meaning)"
+        )
+    cap = max_clusters if per_cluster is None else per_cluster.max_groups or max_clusters
+    for c in spread:
+        # A cluster is in one region and one provider: fewer clusters cannot span more of them.
+        if cap is not None and c.field != "zone" and c.min_groups > cap:
+            raise SnapshotError(
+                f"{where}: minGroups {c.min_groups} {PLURAL[c.field]} can never be met "
+                f"on at most {cap} cluster{'' if cap == 1 else 's'}"
+            )
 
 
 @_by_content
@@ -925,6 +1070,8 @@ def _affinity_to_json(aff: ClusterAffinity) -> dict[str, object]:
         out["clusterNames"] = list(aff.cluster_names)
     if aff.exclude:
         out["exclude"] = list(aff.exclude)
+    if not aff.field_selector.is_empty():
+        out["fieldSelector"] = aff.field_selector.to_json()
     return out
 
 
@@ -976,6 +1123,19 @@ def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
         cast(dict[str, object], out["maxLatency"])["rttMs"] = lat.max_rtt_ms
     if policy.max_clusters is not None:
         out["maxClusters"] = policy.max_clusters
+    if policy.spread_constraints:
+        out["spreadConstraints"] = [
+            {
+                k: v
+                for k, v in (
+                    ("spreadByField", c.field),
+                    ("minGroups", c.min_groups),
+                    ("maxGroups", c.max_groups),
+                )
+                if v is not None
+            }
+            for c in policy.spread_constraints
+        ]
     return out
 
 
@@ -1004,6 +1164,14 @@ def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
             item["allocated"] = c.allocated.to_json()
         if c.workload_cluster is not None:
             item["workloadCluster"] = c.workload_cluster.to_json()
+        # Only fields the labels do not imply: the file stays as it was for label-only fleets.
+        derived = cluster_location(c.labels)
+        if c.provider is not None and c.provider != derived.provider:
+            item["provider"] = c.provider
+        if c.region is not None and c.region != derived.region:
+            item["region"] = c.region
+        if c.zones and c.zones != derived.zones:
+            item["zones"] = list(c.zones)
         clusters.append(item)
     workloads: list[dict[str, object]] = []
     for w in snapshot.workloads:

@@ -134,3 +134,20 @@ def machine_deployment_rolled_out(md: Mapping[str, Any]) -> bool:
         return False
     rolling = condition(md, "RollingOut")
     return rolling is None or rolling.get("status") == "False"
+
+
+def infrastructure_kind(cluster: Mapping[str, Any]) -> str | None:
+    """The kind of the Cluster's infrastructure object (``DockerCluster``, ``AWSCluster``, ...)."""
+    ref = (cluster.get("spec") or {}).get("infrastructureRef") or {}
+    kind = ref.get("kind") if isinstance(ref, Mapping) else None
+    return kind if isinstance(kind, str) and kind else None
+
+
+def failure_domain_names(cluster: Mapping[str, Any]) -> list[str]:
+    """Names of the Cluster's failure domains: v1beta2 lists them, v1beta1 maps name -> spec."""
+    domains = (cluster.get("status") or {}).get("failureDomains")
+    if isinstance(domains, Mapping):
+        return [str(name) for name in domains]
+    if isinstance(domains, list):
+        return [str(d.get("name")) for d in domains if isinstance(d, Mapping) and d.get("name")]
+    return []

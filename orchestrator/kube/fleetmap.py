@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import cluster_location
 from orchestrator.domain.snapshot import (
     API_VERSION,
     KIND,
@@ -164,7 +165,29 @@ def cluster_entry(
     }
     if not capi.topology(cluster):
         entry["topology"] = False
+    entry.update(location_fields(cluster, entry["labels"]))
     return entry
+
+
+def location_fields(cluster: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """Karmada-style provider/region/zones from labels, infrastructure kind and failure domains.
+
+    docs/decisions.md "Cluster fields" gives the precedence; the snapshot parser validates the
+    values again, and a malformed one (InputError) leaves the cluster out with its reason.
+    """
+    location = cluster_location(
+        labels,
+        infrastructure_kind=capi.infrastructure_kind(cluster),
+        failure_domains=capi.failure_domain_names(cluster),
+    )
+    out: dict[str, Any] = {}
+    if location.provider is not None:
+        out["provider"] = location.provider
+    if location.region is not None:
+        out["region"] = location.region
+    if location.zones:
+        out["zones"] = list(location.zones)
+    return out
 
 
 def pools_by_cluster(mds: Sequence[Mapping[str, Any]]) -> dict[Key, list[Mapping[str, Any]]]:

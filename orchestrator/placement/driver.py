@@ -1,7 +1,8 @@
 """The division driver: from a workload's feasible clusters to replicas per cluster.
 
 It picks the clusters division may use (the ``maxClusters`` best through ``topk``, else every
-cluster that passes the dynamic filters, minus those a weight list leaves out), hands their
+cluster that passes the dynamic filters, minus those a weight list leaves out; for a workload with
+spread constraints, the groups and clusters ``spread.select`` picks), hands their
 scores and rooms to ``division`` (the apportionment rules themselves), and turns the outcome into
 (cluster index, replicas) pairs or a failure text for the decision's explanation.
 """
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.snapshot import Workload
-from orchestrator.placement import division
+from orchestrator.placement import division, spread
 from orchestrator.placement.profiles import Profile
 
 if TYPE_CHECKING:
@@ -35,7 +36,20 @@ def divide(
     replicas = view.replicas
     weighting = profile.weighting
     scores: Sequence[int]
-    if limit is not None and len(candidates) > limit:
+    constraints = policy.spread_constraints
+    if constraints:
+        # Spreading needs every feasible cluster's total (groups rank by their best cluster).
+        chosen = scheduler.dynamic_candidates(view, candidates)
+        if not chosen:
+            return [], "no feasible cluster"
+        bonus = scheduler.current_bonus(profile, view, current)
+        totals = scheduler.totals(view, chosen, profile.base, bonus)
+        by_index = dict(zip(chosen, totals, strict=True))
+        chosen, failure = spread.select(constraints, scheduler.ctx.clusters, chosen, totals, limit)
+        if failure:
+            return [], failure
+        scores = [by_index[i] for i in chosen]
+    elif limit is not None and len(candidates) > limit:
         best = scheduler.topk.top(
             view,
             profile=profile,
@@ -56,7 +70,12 @@ def divide(
     if not chosen:
         return [], "no feasible cluster"
     if kind == "Duplicated":
-        return [(i, replicas) for i in chosen], ""
+        duplicated = [(i, replicas) for i in chosen]
+        if constraints:
+            failure = spread.coverage_failure(constraints, scheduler.ctx.clusters, duplicated, kind)
+            if failure:
+                return [], failure
+        return duplicated, ""
     rooms = scheduler.ctx.rooms(view, chosen)
     if kind == "Dynamic":
         allocation = division.dynamic(replicas, scores, rooms, None)
@@ -81,6 +100,10 @@ def divide(
         )
     assignment = [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0]
     if allocation.complete:
+        if constraints:
+            failure = spread.coverage_failure(constraints, scheduler.ctx.clusters, assignment, kind)
+            if failure:
+                return [], failure
         return assignment, ""
     placed = replicas - allocation.unplaced
     why = "capacity, maxReplicas or weights" if kind == "Weighted" else "capacity"

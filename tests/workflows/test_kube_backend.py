@@ -422,3 +422,60 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
     maps[(NS, f"calibrator-blob-{digest}-1")]["binaryData"]["data"] = ""
     with pytest.raises(Exception, match=r"CRC|not match|Compressed|truncated|end-of-stream"):
         asyncio.run(backend.get_blob(digest))
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec", "status", "expected"),
+    [
+        ({}, {}, {}, (None, None, ())),
+        (  # v1beta2: failure domains are a list; the infrastructure kind names the provider
+            {"topology.kubernetes.io/region": "eu-west-1"},
+            {
+                "infrastructureRef": {
+                    "apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "AWSCluster",
+                    "name": "c1",
+                }
+            },
+            {
+                "failureDomains": [
+                    {"name": "eu-west-1b", "controlPlane": True},
+                    {"name": "eu-west-1a"},
+                ]
+            },
+            ("aws", "eu-west-1", ("eu-west-1a", "eu-west-1b")),
+        ),
+        (  # v1beta1: failure domains are a map; labels win over what is derived
+            {
+                "calibrator.dev/provider": "on-prem",
+                "topology.kubernetes.io/zone": "rack-1",
+                "region": "lab",
+            },
+            {"infrastructureRef": {"kind": "DockerCluster", "name": "c1"}},
+            {"failureDomains": {"fd1": {"controlPlane": True}, "fd2": {}}},
+            ("on-prem", "lab", ("rack-1",)),
+        ),
+    ],
+)
+def test_inventory_derives_the_cluster_fields(
+    labels: dict[str, str],
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    expected: tuple[Any, ...],
+) -> None:
+    dyn = _fleet(topology=False)
+    obj = dyn.objects["Cluster"][(NS, "c1")]
+    obj["metadata"]["labels"] = {**obj["metadata"]["labels"], **labels}
+    obj["spec"].update(spec)
+    obj["status"] = status
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    (cluster,) = inv.snapshot.clusters
+    assert (cluster.provider, cluster.region, cluster.zones) == expected
+
+
+def test_inventory_skips_a_cluster_with_a_malformed_failure_domain() -> None:
+    dyn = _fleet(topology=False)
+    dyn.objects["Cluster"][(NS, "c1")]["status"] = {"failureDomains": [{"name": "zone a"}]}
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    assert inv.snapshot.clusters == ()
+    assert "failureDomains[0]: invalid value" in inv.skipped["c1"]

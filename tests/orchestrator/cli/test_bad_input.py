@@ -108,6 +108,36 @@ SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
     ),
     ("memory-negative", _fleet(_set("clusters.0.capacity.memory", "-1Gi")), "invalid memory"),
     (
+        "zones-string",
+        _fleet(_set("clusters.0.zones", "eu-1a")),
+        "clusters[0].zones: expected a list",
+    ),
+    (
+        "region-bool",
+        _fleet(_set("clusters.0.region", True)),
+        "clusters[0].region: must be a string",
+    ),
+    (
+        "fieldSelector.Exists",
+        _fleet(
+            _set(
+                "workloads.0.placement.clusterAffinity",
+                {"fieldSelector": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}},
+            )
+        ),
+        "operator: must be one of In, NotIn",
+    ),
+    (
+        "spread.minGroup",
+        _fleet(
+            _set(
+                "workloads.0.placement.spreadConstraints",
+                [{"spreadByField": "zone", "minGroup": 2}],
+            )
+        ),
+        "unknown field(s) minGroup",
+    ),
+    (
         "controlPlane.replica",
         _fleet(_set("clusters.0.controlPlane.replica", 3)),
         "unknown field(s) replica",

@@ -271,3 +271,32 @@ def test_workload_cluster_api_version_list_is_bounded() -> None:
     }
     with pytest.raises(SnapshotError, match=r"apiVersions: more than 1000 entries"):
         snapshot_from_mapping(doc)
+
+
+def _workloads_with(placements: list[dict[str, Any]], requests: list[object]) -> dict[str, Any]:
+    doc = minimal()
+    doc["workloads"] = [
+        {"name": f"w{i}", "placement": p, "requests": {"cpu": r}}
+        for i, (p, r) in enumerate(zip(placements, requests, strict=True))
+    ]
+    return doc
+
+
+def test_parts_parsed_once_are_still_parsed_from_their_own_text() -> None:
+    """The loader parses each distinct part once (``_by_content``); every part of the key counts."""
+    aff = [
+        {"clusterAffinities": [{"name": "eu", "matchLabels": {"env": "prod"}}]},
+        {"clusterAffinities": [{"name": "us", "matchLabels": {"env": "dev"}}]},
+        {"clusterAffinity": {"matchLabels": {"env": "prod"}}},
+        {"clusterAffinity": {"matchLabels": {"env": "prod"}}},
+    ]
+    snap = snapshot_from_mapping(_workloads_with(aff, ["1", "2", "1", 1]))
+    w0, w1, w2, w3 = snap.workloads
+    assert w0.placement.affinities[0].name == "eu"
+    assert w1.placement.affinities[0].name == "us"
+    assert w0.placement.affinities != w1.placement.affinities
+    # Equal parts are one object, however they were written (1 and "1" CPU).
+    assert w2.placement.affinities is w3.placement.affinities
+    assert w2.requests is w3.requests
+    assert w0.requests is w2.requests
+    assert w1.requests != w0.requests
