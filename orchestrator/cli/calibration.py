@@ -21,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail, new_table
+from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
 
 T = TypeVar("T")
 
@@ -41,11 +42,12 @@ def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _client(address: str, namespace: str) -> Any:
+async def _client(address: str, namespace: str, **connect: Any) -> Any:
+    """A connected client; ``connect`` adds ``Client.connect`` options (runtime, interceptors)."""
     from temporalio.client import Client
 
     try:
-        return await Client.connect(address, namespace=namespace)
+        return await Client.connect(address, namespace=namespace, **connect)
     except Exception as err:
         fail(f"cannot reach Temporal at {address}: {err}", code=1)
 
@@ -130,27 +132,42 @@ def register(app: typer.Typer) -> None:
         ] = None,
         address: AddressOpt = DEFAULT_ADDRESS,
         temporal_namespace: NamespaceOpt = "default",
+        metrics_address: MetricsAddressOpt = None,
     ) -> None:
-        """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
+        """Run the calibration worker against a management cluster (Ctrl-C stops it).
+
+        Serves Prometheus metrics (docs/observability.md); traces when OTEL_* variables say so.
+        """
         from workflows.backend import NotFoundError
         from workflows.kube_backend import KubeFleetBackend
         from workflows.worker import run_worker
 
-        backend = KubeFleetBackend.from_kubeconfig(
-            _kubeconfig(kubeconfig), context, namespace=namespace
-        )
+        telemetry = worker_telemetry(metrics_address)
         try:
-            backend.check_api()
-        except NotFoundError as err:
-            fail(str(err))
+            backend = KubeFleetBackend.from_kubeconfig(
+                _kubeconfig(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
+            )
+            try:
+                backend.check_api()
+            except NotFoundError as err:
+                fail(str(err))
 
-        async def main() -> None:
-            client = await _client(address, temporal_namespace)
-            Console(stderr=True).print(f"worker connected to {address}; Ctrl-C to stop")
-            await run_worker(client, backend)
+            async def main() -> None:
+                client = await _client(
+                    address,
+                    temporal_namespace,
+                    runtime=telemetry.runtime,
+                    interceptors=telemetry.interceptors,
+                )
+                Console(stderr=True).print(
+                    f"worker connected to {address}; {telemetry.describe()}; Ctrl-C to stop"
+                )
+                await run_worker(client, backend)
 
-        with contextlib.suppress(KeyboardInterrupt):
-            _run(main())
+            with contextlib.suppress(KeyboardInterrupt):
+                _run(main())
+        finally:
+            telemetry.close()
 
     @app.command()
     def calibrate(
@@ -195,8 +212,14 @@ def register(app: typer.Typer) -> None:
             except InputError as err:
                 fail(clip_message(str(err)))
 
+        tracing = client_tracing()
+
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(
+                address,
+                temporal_namespace,
+                interceptors=[] if tracing is None else [tracing.interceptor],
+            )
             try:
                 handle = await start_calibration(
                     client, CalibrationInput(target=target, strategy=strat, selector=selector)
@@ -207,7 +230,11 @@ def register(app: typer.Typer) -> None:
                 return {"calibrationId": handle.id, "target": target}
             return await follow(client, handle.id)
 
-        doc = _run(main())
+        try:
+            doc = _run(main())
+        finally:
+            if tracing is not None:
+                tracing.shutdown()
         emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
 
     def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
