@@ -100,9 +100,7 @@ def test_the_endpoint_reports_the_calibration_it_served(harness: Harness) -> Non
         assert series.value(metrics.PLACEMENT_RUNS) == runs
         assert series.histogram(metrics.PLACEMENT_DURATION).count == runs
         # The plan's one finding: flow-tuner on old, moved to spare.
-        assert {s.labels["action"]: s.value for s in series.named(metrics.FINDINGS)} == {
-            "move": 1
-        }
+        assert {s.labels["action"]: s.value for s in series.named(metrics.FINDINGS)} == {"move": 1}
         # The SDK's own metrics on the same endpoint.
         completed = series.value("temporal_workflow_completed", workflow_type="ClusterUpgrade")
         assert completed == 2
