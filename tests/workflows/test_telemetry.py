@@ -285,3 +285,31 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     assert runs == {"placed": 1, "blocked": 1}
     latency = series.histogram(metrics.PLACEMENT_DURATION, outcome="placed")
     assert latency.count == 1 and latency.buckets[0.025] == 1 and latency.buckets[0.01] == 0
+
+
+def test_a_failed_request_is_an_error_span_with_its_status() -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from orchestrator.kube.client import observe_requests
+    from tests.orchestrator.kube.api_server import api_server
+
+    exporter = InMemorySpanExporter()
+    tracing = telemetry.start_tracing(telemetry.TracingSettings(), exporters=[exporter])
+    assert tracing is not None
+    with api_server() as api:
+        observe_requests(api, telemetry.request_spans(tracing.tracer))
+        with pytest.raises(ApiException):
+            client.CoreV1Api(api).read_namespaced_secret("c1-kubeconfig", "fleet")
+    tracing.shutdown()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "GET /api/v1/namespaces/{namespace}/secrets/{name}"
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["http.response.status_code"] == 404
+    assert span.attributes["error.type"] == "404"
+    assert str(span.attributes["url.full"]).endswith(
+        "/api/v1/namespaces/fleet/secrets/c1-kubeconfig"
+    )
