@@ -33,7 +33,7 @@ from orchestrator.localplane.plane import LocalPlane
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from tests.integration.helpers import fully_at_version, wait_for
 from tests.workflows.harness import SERVER_STARTUP, binary_path
-from tests.workflows.prometheus import Scrape, free_address, scrape
+from tests.workflows.prometheus import Scrape, free_address, scrape, scrape_until
 from workflows import metrics, search_attributes, telemetry
 from workflows.client import start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
@@ -192,7 +192,7 @@ def test_a_real_calibration_is_measured_and_traced(
 
     # ---- metrics while the run was in flight: SDK and calibrator series on one endpoint.
     assert during.value("temporal_workflow_completed", workflow_type="FleetCalibration") == 0
-    assert during.histogram("temporal_activity_execution_latency", activity_type="plan_fleet").count
+    assert during.value("temporal_request") > 0  # the worker's own calls to the server
     assert during.value(metrics.CLUSTERS, calibration=calibration, phase="Succeeded") < 2
 
     # ---- metrics after the run (the worker stopped; the runtime still serves what it recorded).
@@ -221,10 +221,19 @@ def test_a_real_calibration_is_measured_and_traced(
     assert after.value(metrics.PLACEMENT_RUNS, outcome="placed") == runs
     assert after.histogram(metrics.PLACEMENT_DURATION).count == runs
     assert after.named(metrics.FINDINGS) == []  # the fleet's workload uses no removed API
-    assert after.value("temporal_workflow_completed", workflow_type="FleetCalibration") == 1
-    assert after.value("temporal_workflow_completed", workflow_type="ClusterUpgrade") == 2
-    waits = after.histogram("temporal_activity_execution_latency", activity_type="wait_workers")
-    assert waits.count >= len(CLUSTERS)
+    # The SDK counts a completion after reporting it: it may trail the result (bounded poll).
+    scrape_until(
+        address,
+        "the SDK's completions",
+        lambda s: (
+            s.value("temporal_workflow_completed", workflow_type="FleetCalibration") == 1
+            and s.value("temporal_workflow_completed", workflow_type="ClusterUpgrade") == 2
+            and s.histogram(
+                "temporal_activity_execution_latency", activity_type="wait_workers"
+            ).count
+            >= len(CLUSTERS)
+        ),
+    )
     print(
         f"\nscrape after the run: {len(after.samples)} samples; steps {dict(steps)} took "
         f"{step_seconds:.0f}s, tainted {gated.sum:.0f}s, {runs} placement runs"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _SAMPLE = re.compile(
@@ -90,3 +92,18 @@ def scrape(address: str, timeout: float = 10.0) -> Scrape:
         content_type = response.headers.get("Content-Type", "")
         assert content_type.startswith("text/plain"), content_type
         return parse(response.read().decode())
+
+
+def scrape_until(
+    address: str, what: str, check: Callable[[Scrape], bool], timeout: float = 60.0
+) -> Scrape:
+    """Scrape until ``check`` holds (bounded): for the SDK's own metrics, which its core records
+    after it reports a completion to the server, so they can trail what a client already saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = scrape(address)
+        if check(current):
+            return current
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
