@@ -243,7 +243,10 @@ def test_a_real_calibration_is_measured_and_traced(
     spans = exporter.get_finished_spans()
     (root,) = [s for s in spans if s.name == "StartWorkflow:FleetCalibration"]
     assert root.parent is None
-    assert {s.context.trace_id for s in spans} == {root.context.trace_id}
+    # Everything is in the start's trace, except the test's own progress queries (each one a
+    # client call of its own).
+    others = {s.name for s in spans if s.context.trace_id != root.context.trace_id}
+    assert others <= {"QueryWorkflow:progress", "HandleQuery:progress"}, others
     _one(spans, "RunWorkflow:FleetCalibration", root)
     plan = _one(spans, "RunActivity:plan_fleet", _one(spans, "StartActivity:plan_fleet", root))
     inventory = _one(spans, "kube.inventory", plan)
