@@ -24,7 +24,8 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -50,6 +51,7 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.placement import place
 from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
+from workflows import metrics
 from workflows.backend import FleetBackend, NotFoundError
 from workflows.model import (
     SAMPLE_LIMIT,
@@ -395,6 +397,7 @@ def summarize_plan(
         unassigned=plan.unassigned[:SAMPLE_LIMIT],
         findings=len(plan.findings),
         max_failures=plan.max_failures,
+        finding_actions=dict(sorted(Counter(f.action for f in plan.findings).items())),
     )
 
 
@@ -727,7 +730,24 @@ class CalibrationActivities:
         that differ from the stored ones are written. Each write is a compare-and-swap on the
         workload's version as this inventory read it; a workload another cluster's placement
         changed meanwhile is re-read and recomputed (a few rounds, then a retryable failure).
+
+        Every run is counted with its outcome and latency (``workflows.metrics``).
         """
+        began = time.monotonic()
+        outcome = metrics.ERROR
+        try:
+            result = await self._replace_rounds(input)
+            blocked = bool(result.stranded and input.upcoming_version)
+            outcome = metrics.BLOCKED if blocked else metrics.PLACED
+            return result
+        except ApplicationError as err:
+            if err.type == PLACEMENT_CONFLICT:
+                outcome = metrics.CONFLICT
+            raise
+        finally:
+            metrics.PlacementMetrics(activity.metric_meter()).run(outcome, time.monotonic() - began)
+
+    async def _replace_rounds(self, input: ReplaceInput) -> ReplaceResult:
         written = 0
         conflicts = 0
         for _ in range(PLACEMENT_ROUNDS):

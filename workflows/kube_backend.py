@@ -94,7 +94,14 @@ from orchestrator.domain.taints import (
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, fleetapi, inventory, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
-from orchestrator.kube.client import FIELD_MANAGER, api_client, dynamic, list_pages
+from orchestrator.kube.client import (
+    FIELD_MANAGER,
+    RequestObserver,
+    api_client,
+    dynamic,
+    list_pages,
+    observe_requests,
+)
 from orchestrator.kube.fleetmap import InventoryError
 from workflows.backend import BackendError, Inventory, NotFoundError
 from workflows.model import (
@@ -105,6 +112,7 @@ from workflows.model import (
     PlacementWrite,
     TaintInfo,
 )
+from workflows.telemetry import request_spans
 
 STEP_ANNOTATION = "calibrator.dev/step"
 # The Cluster webhook rejects a new topology.version while MachineDeployments are not at the old
@@ -161,11 +169,21 @@ class KubeFleetBackend:
     """Implements ``workflows.backend.FleetBackend`` against a management cluster.
 
     ``namespace`` limits the fleet to one namespace (None: every namespace); ``dyn`` replaces
-    the dynamic client built from ``mgmt`` (unit tests pass a fake).
+    the dynamic client built from ``mgmt`` (unit tests pass a fake). With an OpenTelemetry
+    ``tracer`` every protocol call is a ``kube.<operation>`` span (a child of the activity's span)
+    and every HTTP request to the management or a workload cluster a CLIENT span under it; without
+    one nothing is traced and nothing of OpenTelemetry is imported.
     """
 
-    def __init__(self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None) -> None:
+    def __init__(
+        self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None, tracer: Any = None
+    ) -> None:
         self._mgmt = mgmt
+        self._tracer = tracer
+        self._observer: RequestObserver | None = None
+        if tracer is not None:
+            self._observer = request_spans(tracer)
+            observe_requests(mgmt, self._observer)
         self._dyn = dyn if dyn is not None else dynamic(mgmt)
         self._namespace = namespace
         self._lock = threading.Lock()
@@ -263,6 +281,8 @@ class KubeFleetBackend:
             api = self._workload_clients.get(key)
         if api is None:
             api = workload.workload_client(self._mgmt, namespace, cluster)
+            if self._observer is not None:
+                observe_requests(api, self._observer)
             with self._lock:
                 self._workload_clients[key] = api
         return api
@@ -735,48 +755,102 @@ class KubeFleetBackend:
 
     # ------------------------------------------------------------------ FleetBackend
 
+    async def _call(
+        self, operation: str, attributes: Mapping[str, str | int], fn: Callable[[], T]
+    ) -> T:
+        """Run blocking client calls in a thread (with the caller's context, so spans nest)."""
+        if self._tracer is None:
+            return await asyncio.to_thread(fn)
+
+        def traced() -> T:
+            with self._tracer.start_as_current_span(f"kube.{operation}", attributes=attributes):
+                return fn()
+
+        return await asyncio.to_thread(traced)
+
+    @staticmethod
+    def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {"calibrator.cluster": ref.name}
+        if ref.namespace:
+            attributes["k8s.namespace.name"] = ref.namespace
+        return attributes
+
     async def put_blob(self, digest: str, data: bytes) -> None:
         """Store an immutable, content-addressed document as ConfigMap chunks."""
-        await asyncio.to_thread(self._put_blob, digest, data)
+        attributes: dict[str, str | int] = {
+            "calibrator.blob.digest": digest,
+            "calibrator.blob.bytes": len(data),
+        }
+        await self._call("put_blob", attributes, lambda: self._put_blob(digest, data))
 
     async def get_blob(self, digest: str) -> bytes:
         """Read and verify a document stored by ``put_blob``."""
-        return await asyncio.to_thread(self._get_blob, digest)
+        attributes = {"calibrator.blob.digest": digest}
+        return await self._call("get_blob", attributes, lambda: self._get_blob(digest))
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
         """The fleet from LIST calls (see the module docstring)."""
-        return await asyncio.to_thread(self._inventory, tuple(clusters))
+        names = tuple(clusters)
+        attributes = {"calibrator.clusters": len(names)} if names else {}
+        return await self._call("inventory", attributes, lambda: self._inventory(names))
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         """Declared versions, CAPI rollout state, Node readiness and taints of one cluster."""
-        return await asyncio.to_thread(self._observe, cluster)
+        attributes = self._cluster_attributes(cluster)
+        return await self._call("observe", attributes, lambda: self._observe(cluster))
 
     async def set_control_plane_version(
         self, cluster: ClusterRef, version: str, step_id: str
     ) -> None:
         """topology.version for managed topologies, else KubeadmControlPlane.spec.version."""
-        await asyncio.to_thread(self._set_control_plane, cluster, version, step_id)
+        attributes = {
+            **self._cluster_attributes(cluster),
+            "calibrator.version": version,
+            "calibrator.step": step_id,
+        }
+        await self._call(
+            "set_control_plane_version",
+            attributes,
+            lambda: self._set_control_plane(cluster, version, step_id),
+        )
 
     async def set_pool_version(
         self, cluster: ClusterRef, pool: str, version: str, step_id: str
     ) -> None:
         """MachineDeployment.spec.template.spec.version (no write for managed topologies)."""
-        await asyncio.to_thread(self._set_pool, cluster, pool, version, step_id)
+        attributes = {
+            **self._cluster_attributes(cluster),
+            "calibrator.pool": pool,
+            "calibrator.version": version,
+            "calibrator.step": step_id,
+        }
+        await self._call(
+            "set_pool_version", attributes, lambda: self._set_pool(cluster, pool, version, step_id)
+        )
 
     async def add_taint(self, cluster: ClusterRef, taint: Taint) -> bool:
         """Add the taint (same key, effect and value: keep the existing one)."""
-        return await asyncio.to_thread(
-            self._update_taints, cluster, lambda ts: with_taint(ts, taint)
+        attributes = {**self._cluster_attributes(cluster), "calibrator.taint": taint.key}
+        return await self._call(
+            "add_taint",
+            attributes,
+            lambda: self._update_taints(cluster, lambda ts: with_taint(ts, taint)),
         )
 
     async def remove_taint(self, cluster: ClusterRef, key: str, effect: Effect) -> bool:
         """Remove taints with ``key`` and ``effect``."""
-        return await asyncio.to_thread(
-            self._update_taints, cluster, lambda ts: without_taint(ts, key, effect)
+        attributes = {**self._cluster_attributes(cluster), "calibrator.taint": key}
+        return await self._call(
+            "remove_taint",
+            attributes,
+            lambda: self._update_taints(cluster, lambda ts: without_taint(ts, key, effect)),
         )
 
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
     ) -> PlacementWrite:
         """Write each changed decision, conditionally on the FleetWorkload as read (see above)."""
-        return await asyncio.to_thread(self._write_placement, decisions, reason)
+        attributes = {"calibrator.decisions": len(decisions)}
+        return await self._call(
+            "write_placement", attributes, lambda: self._write_placement(decisions, reason)
+        )

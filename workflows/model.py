@@ -292,6 +292,8 @@ class PlanSummary:
     unassigned: tuple[str, ...] = ()
     findings: int = 0
     max_failures: int = 0
+    finding_actions: dict[str, int] = field(default_factory=dict)
+    """Findings by action (block, move, none): at most three entries."""
 
 
 # At most this many names or details in a summary, a progress result or a checkpoint list.

@@ -21,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail, new_table
+from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
 from orchestrator.cli.temporal import (
     FROM_ENVIRONMENT,
     TemporalOptions,
@@ -44,8 +45,9 @@ def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _client(options: TemporalOptions) -> Any:
-    return await connect(options)
+async def _client(options: TemporalOptions, **extra: Any) -> Any:
+    """A connected client; ``extra`` adds ``Client.connect`` options (runtime, interceptors)."""
+    return await connect(options, **extra)
 
 
 def _kubeconfig(path: Path | None) -> Path:
@@ -128,30 +130,41 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
         ] = None,
         temporal: TemporalOptions = FROM_ENVIRONMENT,
+        metrics_address: MetricsAddressOpt = None,
     ) -> None:
-        """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
+        """Run the calibration worker against a management cluster (Ctrl-C stops it).
+
+        Serves Prometheus metrics (docs/observability.md); traces when OTEL_* variables say so.
+        """
         from workflows.backend import NotFoundError
         from workflows.kube_backend import KubeFleetBackend
         from workflows.worker import run_worker
 
         connection = resolve(temporal)  # bad connection settings fail before anything starts
-        backend = KubeFleetBackend.from_kubeconfig(
-            _kubeconfig(kubeconfig), context, namespace=namespace
-        )
+        telemetry = worker_telemetry(metrics_address)
         try:
-            backend.check_api()
-        except NotFoundError as err:
-            fail(str(err))
-
-        async def main() -> None:
-            client = await _client(temporal)
-            Console(stderr=True).print(
-                f"worker connected to {connection.describe()}; Ctrl-C to stop"
+            backend = KubeFleetBackend.from_kubeconfig(
+                _kubeconfig(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
             )
-            await run_worker(client, backend)
+            try:
+                backend.check_api()
+            except NotFoundError as err:
+                fail(str(err))
 
-        with contextlib.suppress(KeyboardInterrupt):
-            _run(main())
+            async def main() -> None:
+                client = await _client(
+                    temporal, runtime=telemetry.runtime, interceptors=telemetry.interceptors
+                )
+                Console(stderr=True).print(
+                    f"worker connected to {connection.describe()}; {telemetry.describe()}; "
+                    "Ctrl-C to stop"
+                )
+                await run_worker(client, backend)
+
+            with contextlib.suppress(KeyboardInterrupt):
+                _run(main())
+        finally:
+            telemetry.close()
 
     @app.command()
     @connection_options
@@ -196,8 +209,12 @@ def register(app: typer.Typer) -> None:
             except InputError as err:
                 fail(clip_message(str(err)))
 
+        tracing = client_tracing()
+
         async def main() -> dict[str, Any]:
-            client = await _client(temporal)
+            client = await _client(
+                temporal, interceptors=[] if tracing is None else [tracing.interceptor]
+            )
             try:
                 handle = await start_calibration(
                     client, CalibrationInput(target=target, strategy=strat, selector=selector)
@@ -208,7 +225,11 @@ def register(app: typer.Typer) -> None:
                 return {"calibrationId": handle.id, "target": target}
             return await follow(client, handle.id)
 
-        doc = _run(main())
+        try:
+            doc = _run(main())
+        finally:
+            if tracing is not None:
+                tracing.shutdown()
         emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
 
     def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:

@@ -156,12 +156,16 @@ def resolve(options: TemporalOptions) -> Any:
         fail(str(err))
 
 
-async def connect(options: TemporalOptions) -> Any:
-    """A connected ``temporalio.client.Client`` (unreachable: one error line, exit 1)."""
+async def connect(options: TemporalOptions, **extra: Any) -> Any:
+    """A connected ``temporalio.client.Client`` (unreachable: one error line, exit 1).
+
+    ``extra`` adds ``Client.connect`` options that are not connection settings: the worker's
+    telemetry runtime and tracing interceptors.
+    """
     from temporalio.client import Client
 
     connection = resolve(options)
     try:
-        return await Client.connect(**connection.connect_kwargs())
+        return await Client.connect(**connection.connect_kwargs(), **extra)
     except Exception as err:
         fail(f"cannot reach Temporal at {connection.describe()}: {err}", code=1)

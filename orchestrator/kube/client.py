@@ -7,7 +7,8 @@ write is an idempotent server-side apply with one field manager.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,28 @@ def api_client(
         config_file=str(kubeconfig) if kubeconfig else None, context=context
     )
     return api
+
+
+RequestObserver = Callable[[str, str], AbstractContextManager[Callable[[int], None]]]
+
+
+def observe_requests(api: client.ApiClient, observer: RequestObserver) -> None:
+    """Run every HTTP request ``api`` sends inside ``observer(method, url)``.
+
+    Every typed and dynamic call of the kubernetes client goes through ``ApiClient.call_api``, so
+    this one hook sees them all (tracing spans per request; the caller decides what to record).
+    The observer's value is called with the response status. Installed per client, only by
+    callers that want it: an unobserved client pays nothing.
+    """
+    send = api.call_api
+
+    def call_api(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        with observer(method, url) as record:
+            response = send(method, url, *args, **kwargs)
+            record(int(response.status))
+            return response
+
+    api.call_api = call_api  # type: ignore[method-assign]
 
 
 def dynamic(api: client.ApiClient) -> DynamicClient:

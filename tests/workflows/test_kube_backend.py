@@ -20,8 +20,9 @@ import pytest
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from tests.orchestrator.kube.api_server import api_server
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from workflows import kube_backend
+from workflows import kube_backend, telemetry
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
@@ -30,6 +31,8 @@ from workflows.kube_backend import (
     KubeFleetBackend,
 )
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
+
+REAL_NODES = workload.nodes  # before the autouse fixture replaces it
 
 
 def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
@@ -479,3 +482,38 @@ def test_inventory_skips_a_cluster_with_a_malformed_failure_domain() -> None:
     inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.clusters == ()
     assert "failureDomains[0]: invalid value" in inv.skipped["c1"]
+
+
+def test_with_a_tracer_each_call_is_a_span_over_its_http_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    exporter = InMemorySpanExporter()
+    tracing = telemetry.start_tracing(telemetry.TracingSettings(), exporters=[exporter])
+    assert tracing is not None
+    with api_server() as mgmt, api_server() as workload_api:
+        monkeypatch.setattr(workload, "workload_client", lambda *a: workload_api)
+        monkeypatch.setattr(workload, "nodes", REAL_NODES)  # a real GET /api/v1/nodes
+        backend = KubeFleetBackend(mgmt, NS, dyn=_fleet(topology=True), tracer=tracing.tracer)
+        with tracing.tracer.start_as_current_span("RunActivity:observe") as activity:
+            obs = asyncio.run(backend.observe(REF))
+            with pytest.raises(NotFoundError):
+                asyncio.run(backend.observe(ClusterRef("nope", NS)))
+    tracing.shutdown()
+    assert obs.reachable  # the workload cluster answered (with no Nodes)
+    spans = exporter.get_finished_spans()
+    observed = [s for s in spans if s.name == "kube.observe"]
+    assert len(observed) == 2
+    assert all(s.parent and s.parent.span_id == activity.context.span_id for s in observed)
+    ok, missing = observed
+    assert ok.attributes == {"calibrator.cluster": "c1", "k8s.namespace.name": NS}
+    assert missing.status.status_code == StatusCode.ERROR
+    (request,) = [s for s in spans if s.name == "GET /api/v1/nodes"]
+    assert request.parent is not None and request.parent.span_id == ok.context.span_id
+    assert request.kind == SpanKind.CLIENT
+    assert request.attributes is not None
+    assert request.attributes["http.response.status_code"] == 200
+    assert request.attributes["url.template"] == "/api/v1/nodes"
+    assert request.attributes["server.address"] == "127.0.0.1"

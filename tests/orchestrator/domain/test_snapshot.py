@@ -284,7 +284,7 @@ def _workloads_with(placements: list[dict[str, Any]], requests: list[object]) ->
 
 def test_parts_parsed_once_are_still_parsed_from_their_own_text() -> None:
     """The loader parses each distinct part once (``_by_content``); every part of the key counts."""
-    aff = [
+    aff: list[dict[str, Any]] = [
         {"clusterAffinities": [{"name": "eu", "matchLabels": {"env": "prod"}}]},
         {"clusterAffinities": [{"name": "us", "matchLabels": {"env": "dev"}}]},
         {"clusterAffinity": {"matchLabels": {"env": "prod"}}},
