@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from orchestrator.cli.live import kubeconfig_path
 from orchestrator.cli.output import Format, emit, fail, new_table
 from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
 from orchestrator.cli.temporal import (
@@ -35,7 +36,11 @@ T = TypeVar("T")
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
 KubeconfigOpt = Annotated[
     Path | None,
-    typer.Option("--kubeconfig", help="Management cluster kubeconfig (default: local plane)."),
+    typer.Option(
+        "--kubeconfig",
+        help="Management cluster kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster, "
+        "local plane).",
+    ),
 ]
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
@@ -48,17 +53,6 @@ def _run(coro: Awaitable[T]) -> T:
 async def _client(options: TemporalOptions, **extra: Any) -> Any:
     """A connected client; ``extra`` adds ``Client.connect`` options (runtime, interceptors)."""
     return await connect(options, **extra)
-
-
-def _kubeconfig(path: Path | None) -> Path:
-    if path is not None:
-        return path
-    from orchestrator.localplane.plane import LocalPlane
-
-    plane = LocalPlane()
-    if not plane.status().healthy:
-        fail("no --kubeconfig given and the local plane is not running (calibrator env up)")
-    return plane.kubeconfig
 
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
@@ -144,7 +138,7 @@ def register(app: typer.Typer) -> None:
         telemetry = worker_telemetry(metrics_address)
         try:
             backend = KubeFleetBackend.from_kubeconfig(
-                _kubeconfig(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
+                kubeconfig_path(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
             )
             try:
                 backend.check_api()

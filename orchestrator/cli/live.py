@@ -5,10 +5,11 @@ through ``orchestrator.kube.inventory.read_fleet`` - the worker's code path - so
 ``calibrator snapshot`` gives the same answers as the live fleet it was read from.
 
 The management cluster is found as kubectl finds it: ``--kubeconfig``, else ``$KUBECONFIG``, else
-``~/.kube/config``; ``--context`` or the kubeconfig's current context; ``-n``, else ``-A`` (every
-namespace), else the context's namespace, else ``default``. Only when none of those kubeconfigs
-exists and the local plane (``calibrator env up``) is healthy is the plane's kubeconfig used, so a
-developer's real ~/.kube/config is never silently bypassed.
+``~/.kube/config``, else (in a pod) the pod's ServiceAccount; ``--context`` or the kubeconfig's
+current context; ``-n``, else ``-A`` (every namespace), else the context's (or the pod's)
+namespace, else ``default``. Only when none of those exists and the local plane (``calibrator env
+up``) is healthy is the plane's kubeconfig used, so a developer's real ~/.kube/config is never
+silently bypassed. The worker finds its management cluster the same way.
 
 Exit statuses: bad flags or a kubeconfig that cannot be used are bad input (2, nothing read); a
 management cluster that cannot be read (unreachable, forbidden, not Cluster API) is 1, like
@@ -149,6 +150,10 @@ def kubeconfig_path(given: Path | None) -> str:
     default = Path.home() / ".kube" / "config"
     if default.is_file():
         return str(default)
+    from orchestrator.kube.client import IN_CLUSTER, in_cluster
+
+    if in_cluster():
+        return IN_CLUSTER  # a pod's ServiceAccount, as kubectl and client-go use it there
     from orchestrator.localplane.plane import LocalPlane
 
     plane = LocalPlane()
@@ -164,6 +169,11 @@ def _context_namespace(kubeconfig: str, context: str | None) -> str:
     """The namespace of ``context`` (or the current one) in ``kubeconfig``, else ``default``."""
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
+
+    from orchestrator.kube.client import IN_CLUSTER, in_cluster_namespace
+
+    if kubeconfig == IN_CLUSTER:
+        return in_cluster_namespace()
 
     try:
         contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]

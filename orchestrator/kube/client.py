@@ -6,6 +6,7 @@ write is an idempotent server-side apply with one field manager.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -17,6 +18,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 FIELD_MANAGER = "fleet-calibrator"
+# ``api_client``'s name for "the pod's own ServiceAccount" (client-go's in-cluster config).
+IN_CLUSTER = "in-cluster"
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 PAGE_SIZE = 500  # objects per page of a LIST (kubectl's chunk size)
 GONE = 410
 
@@ -59,10 +63,39 @@ def list_pages(
             return items
 
 
+def in_cluster() -> bool:
+    """Inside a pod with a mounted ServiceAccount token (the rule client-go's in-cluster uses)."""
+    return (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and bool(os.environ.get("KUBERNETES_SERVICE_PORT"))
+        and (SERVICE_ACCOUNT_DIR / "token").is_file()
+    )
+
+
+def in_cluster_namespace() -> str:
+    """The pod's namespace (mounted beside the token), else ``default``."""
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
 def api_client(
     kubeconfig: Path | str | None = None, context: str | None = None
 ) -> client.ApiClient:
-    """An ApiClient for a kubeconfig file (or the default loading rules)."""
+    """An ApiClient for a kubeconfig file (or the default loading rules), or ``IN_CLUSTER``.
+
+    In a pod the worker runs as its ServiceAccount: the projected token expires (an hour by
+    default) and is rotated in place, so the loader re-reads it before it runs out.
+    """
+    if str(kubeconfig) == IN_CLUSTER:
+        configuration = client.Configuration()
+        config.incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
+            token_filename=str(SERVICE_ACCOUNT_DIR / "token"),
+            cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+            try_refresh_token=True,
+        ).load_and_set(configuration)
+        return client.ApiClient(configuration)
     api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(kubeconfig) if kubeconfig else None, context=context
     )

@@ -1,14 +1,17 @@
-"""``observe_requests``: every request of one ApiClient, and only of that client, is observed."""
+"""``observe_requests`` (every request of one ApiClient, and only of that client, is observed), and
+the in-cluster client a worker in a pod uses."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.kube import client as kube_client
 from orchestrator.kube.client import dynamic, observe_requests
 from tests.orchestrator.kube.api_server import api_server
 
@@ -34,3 +37,49 @@ def test_every_request_runs_inside_the_observer_with_its_status() -> None:
         ("GET", f"{host}/api/v1/namespaces/missing", 404),
     ]
     assert len(seen) >= 3 and all(m == "GET" and s == 404 for m, _, s in seen[2:]), seen
+
+
+def _service_account(tmp: Path, token: str = "tok-1") -> Path:
+    (tmp / "token").write_text(token)
+    (tmp / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nnot parsed here\n")
+    (tmp / "namespace").write_text("calibrator-system\n")
+    return tmp
+
+
+def test_in_cluster_client_uses_the_pods_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_DIR", _service_account(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert kube_client.in_cluster()
+    assert kube_client.in_cluster_namespace() == "calibrator-system"
+    api = kube_client.api_client(kube_client.IN_CLUSTER)
+    cfg = api.configuration
+    assert cfg.host == "https://10.0.0.1:443"
+    assert cfg.ssl_ca_cert == str(tmp_path / "ca.crt")
+    assert cfg.api_key["BearerToken"].lower() == "bearer tok-1"
+    # The kubelet rotates the projected token in place: the client re-reads it when it expires.
+    assert cfg.refresh_api_key_hook is not None
+
+
+@pytest.mark.parametrize(
+    ("env", "token"),
+    [
+        ({}, True),  # no service environment: not in a pod
+        ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True),  # no port
+        ({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}, False),
+    ],
+)
+def test_not_in_cluster_without_the_service_environment_and_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], token: bool
+) -> None:
+    if token:
+        _service_account(tmp_path)
+    monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_DIR", tmp_path)
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert not kube_client.in_cluster()
+    assert kube_client.in_cluster_namespace() == ("calibrator-system" if token else "default")
