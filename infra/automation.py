@@ -25,10 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from pulumi import automation as auto
 
+from infra.ownership import LiveVersions, VersionDecision, effective_clusters, reconcile
 from infra.program import main
 from infra.spec import CONFIG_NAMESPACE, FleetSpecError, parse_fleet
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.kube import capi
+from orchestrator.kube.client import api_client, dynamic, list_pages
 from orchestrator.localplane.plane import resolve_bin_dir
 from orchestrator.localplane.processes import PlaneError
 
@@ -76,6 +81,47 @@ def stack_config(stack: str, overrides: Mapping[str, Any] | None = None) -> dict
     return values
 
 
+def live_versions(kubeconfig: Path, namespace: str) -> dict[str, LiveVersions]:
+    """The versions of the clusters that already exist in ``namespace`` (infra.ownership).
+
+    One paginated LIST each of Clusters, KubeadmControlPlanes and MachineDeployments. A
+    management cluster without Cluster API yet has no clusters, so nothing to reconcile.
+    """
+    dyn = dynamic(api_client(kubeconfig))
+
+    def items(kind: tuple[str, str]) -> list[dict[str, Any]]:
+        resource = dyn.resources.get(api_version=kind[0], kind=kind[1])
+        return list_pages(resource, namespace=namespace)
+
+    try:
+        clusters = items(capi.CLUSTER)
+    except ResourceNotFoundError:
+        return {}
+    kcps = {capi.meta(k)["name"]: k for k in items(capi.KUBEADM_CONTROL_PLANE)}
+    pools: dict[str, list[dict[str, Any]]] = {}
+    for md in items(capi.MACHINE_DEPLOYMENT):
+        owner = (capi.meta(md).get("labels") or {}).get(capi.CLUSTER_NAME_LABEL)
+        pools.setdefault(str(owner), []).append(md)
+    out: dict[str, LiveVersions] = {}
+    for cluster in clusters:
+        name = str(capi.meta(cluster)["name"])
+        topo = capi.topology(cluster)
+        ref = (cluster.get("spec") or {}).get("controlPlaneRef") or {}
+        kcp = kcps.get(str(ref.get("name")))
+        control = topo.get("version") if topo else ((kcp or {}).get("spec") or {}).get("version")
+        if not control:
+            continue  # still being created: nothing declared on it yet
+        by_pool = {
+            # Our plain clusters name each pool's MachineDeployment <cluster>-<pool>.
+            str(capi.meta(md)["name"]).removeprefix(f"{name}-"): KubeVersion.parse(
+                capi.pool_declared(cluster, md)
+            )
+            for md in pools.get(name, [])
+        }
+        out[name] = LiveVersions(KubeVersion.parse(str(control)), by_pool)
+    return out
+
+
 @dataclass(frozen=True)
 class FleetStack:
     """One fleet stack on this machine: where its state is and how to reach the engine."""
@@ -99,12 +145,32 @@ class FleetStack:
                 out.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
 
+    def versions(self, values: Mapping[str, Any]) -> tuple[VersionDecision, ...]:
+        """The version each declared cluster gets, from the stack and the live fleet.
+
+        Only where this stack reaches an existing management cluster (``kubeconfig``); the kind
+        stack creates its own, so there every cluster is new on its first ``up``.
+        """
+        spec = parse_fleet({k: v for k, v in values.items() if k != "environment"})
+        live = {} if self.kubeconfig is None else live_versions(self.kubeconfig, spec.namespace)
+        return reconcile(spec, live)
+
     def open(self, progress: Callable[[str], None]) -> auto.Stack:
         """Create or select the stack with its config; nothing is deployed yet."""
         # Every input is checked before anything is written (state dir, stack, config).
         values = stack_config(self.stack, self.overrides)
         if self.kubeconfig is not None and not self.kubeconfig.exists():
             raise FleetSpecError(f"kubeconfig {self.kubeconfig} does not exist")
+        decisions = self.versions(values)  # a refusal (FleetSpecError) changes nothing
+        for decision in decisions:
+            if decision.action == "kept":
+                progress(f"version owned by the calibrator: {decision.describe()}\n")
+        if any(d.action == "kept" for d in decisions):
+            spec = parse_fleet({k: v for k, v in values.items() if k != "environment"})
+            values = {
+                **values,
+                "clusters": effective_clusters(values["clusters"], spec.clusters, decisions),
+            }
         bin_dir = self.bin_dir or resolve_pulumi_bin(progress)
         if not (bin_dir / "pulumi").exists():
             raise FleetStackError(f"{bin_dir}/pulumi not found")

@@ -4,15 +4,24 @@ removes every cluster. Never skipped: a missing engine is a failure with the bui
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.dynamic import DynamicClient
+from temporalio.testing import WorkflowEnvironment
 
+from benchmarks.bench_calibration import _start_worker, _temporal_binary
 from infra.automation import FleetStack, FleetStackError, stack_config
+from infra.spec import FleetSpecError
 from orchestrator.localplane.plane import LocalPlane
+from workflows import search_attributes
+from workflows.client import start_calibration
+from workflows.model import CalibrationInput, CalibrationProgress, Phase
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +35,28 @@ def _clusters(dyn: DynamicClient, namespace: str) -> dict[str, dict[str, Any]]:
     api = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
     items = api.get(namespace=namespace).to_dict()["items"]
     return {c["metadata"]["name"]: c for c in items}
+
+
+async def _calibrate(plane: LocalPlane, namespace: str, target: str, selector: str) -> Any:
+    """A real FleetCalibration (dev server, worker process) of the selected clusters."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=timedelta(seconds=120),
+        dev_server_existing_path=_temporal_binary(),
+        search_attributes=search_attributes.ALL,
+    )
+    task_queue = f"pulumi-{uuid.uuid4().hex[:8]}"
+    address = env.client.service_client.config.target_host
+    worker = _start_worker(address, plane.kubeconfig, task_queue, namespace)
+    try:
+        handle = await start_calibration(
+            env.client, CalibrationInput(target=target, selector=selector), task_queue=task_queue
+        )
+        result: CalibrationProgress = await asyncio.wait_for(handle.result(), timeout=900)
+        return result
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        await env.shutdown()
 
 
 def test_pulumi_up_policy_and_destroy(
@@ -73,6 +104,39 @@ def test_pulumi_up_policy_and_destroy(
     # A second up is a no-op: the declaration and the live objects agree.
     again = fleet.up(progress)
     assert set(again["changes"]) == {"same"}, again["changes"]
+
+    # Version ownership (docs/pulumi.md): a real calibration moves pulumi-prod-us from the
+    # declared v1.34.0 to v1.35.0. The next up keeps the live version: it changes nothing on the
+    # cluster (its generation stays) and downgrades nothing; Pulumi records v1.35.0 at most.
+    result = asyncio.run(_calibrate(plane, namespace, "v1.35.0", "env=prod,region=us"))
+    assert result.phase == Phase.COMPLETED, (result.phase, result.message)
+    calibrated = _clusters(dyn, namespace)["pulumi-prod-us"]
+    assert calibrated["spec"]["topology"]["version"] == "v1.35.0"
+    kept = fleet.up(progress)
+    assert kept["result"] == "succeeded", "\n".join(log[-40:])
+    assert set(kept["changes"]) <= {"same", "update"}, kept["changes"]
+    assert kept["changes"].get("update", 0) <= 1, kept["changes"]
+    assert any("pulumi-prod-us: v1.35.0 live kept" in line for line in log), log[-20:]
+    after = _clusters(dyn, namespace)["pulumi-prod-us"]
+    assert after["spec"]["topology"]["version"] == "v1.35.0"
+    assert after["metadata"]["generation"] == calibrated["metadata"]["generation"]
+
+    # Raising a version in the stack is refused before the engine starts: moving an existing
+    # cluster is the calibrator's job. Nothing changes.
+    ahead = FleetStack(
+        "local",
+        plane.kubeconfig,
+        tmp_path / "pulumi",
+        overrides={
+            "clusters": [
+                {**c, "version": "v1.34.0"} if c["name"] == "pulumi-prod-eu" else c
+                for c in declared["clusters"]
+            ]
+        },
+    )
+    with pytest.raises(FleetSpecError, match=r"runs v1\.33\.0 and the stack declares v1\.34\.0"):
+        ahead.up(progress)
+    assert _clusters(dyn, namespace)["pulumi-prod-eu"]["spec"]["topology"]["version"] == "v1.33.0"
 
     # The policy pack runs in the real engine and stops a skewed fleet before anything changes.
     skewed = FleetStack(
