@@ -170,7 +170,9 @@ kind_image_on_base() {
   local tag=$1 bin=$2 name=$3 cid
   cid=$(docker create --entrypoint /bin/true "$KIND_BASE_TAG") || die "[kind] docker create failed"
   docker cp "$bin" "$cid:/usr/local/bin/$name" >/dev/null || die "[kind] docker cp $name failed"
+  # The base's STOPSIGNAL is systemd's (SIGRTMIN+3); these run a Go binary as PID 1 instead.
   docker commit --change 'ENTRYPOINT []' --change "CMD [\"/usr/local/bin/$name\"]" \
+    --change 'STOPSIGNAL SIGTERM' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$cid" "$tag" >/dev/null || die "[kind] docker commit $tag failed"
   docker rm "$cid" >/dev/null
