@@ -57,7 +57,7 @@ KIND_CRICTL_VERSION=v1.34.0        # sigs.k8s.io/cri-tools (v1.35.0 is not serve
 KIND_KUBE_ROUTER_VERSION=v2.1.0    # the pod network (newest kube-router/v2 served here)
 KIND_DEBIAN_SUITE=bookworm
 KIND_DEBIAN_MIRROR=${KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-KIND_RECIPE_REVISION=2  # 2: STOPSIGNAL SIGTERM for the images built on the base
+KIND_RECIPE_REVISION=2  # 2: stop signals set through docker create (import and commit take no STOPSIGNAL)
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -168,11 +168,11 @@ kind_image_from_files() {
 # and kube-router need iptables, ipset and a shell, which the base image has).
 kind_image_on_base() {
   local tag=$1 bin=$2 name=$3 cid
-  cid=$(docker create --entrypoint /bin/true "$KIND_BASE_TAG") || die "[kind] docker create failed"
+  # The base's stop signal is systemd's (SIGRTMIN+3); these run a Go binary as PID 1 instead.
+  cid=$(docker create --stop-signal SIGTERM --entrypoint /bin/true "$KIND_BASE_TAG") \
+    || die "[kind] docker create failed"
   docker cp "$bin" "$cid:/usr/local/bin/$name" >/dev/null || die "[kind] docker cp $name failed"
-  # The base's STOPSIGNAL is systemd's (SIGRTMIN+3); these run a Go binary as PID 1 instead.
   docker commit --change 'ENTRYPOINT []' --change "CMD [\"/usr/local/bin/$name\"]" \
-    --change 'STOPSIGNAL SIGTERM' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$cid" "$tag" >/dev/null || die "[kind] docker commit $tag failed"
   docker rm "$cid" >/dev/null
@@ -200,11 +200,16 @@ kind_build_images() {
   kind_docker_ok
   KIND_BASE_TAG=fleet-calibrator/kind-base:$KIND_KEY
   log "[kind] base image $KIND_BASE_TAG ..."
-  tar -C "$KIND_WORK/rootfs" --numeric-owner -c . | docker import \
-    --change 'ENV container=docker' \
-    --change 'STOPSIGNAL SIGRTMIN+3' \
-    --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
-    - "$KIND_BASE_TAG" >/dev/null || die "[kind] docker import of the base root failed"
+  tar -C "$KIND_WORK/rootfs" --numeric-owner -c . | docker import --change 'ENV container=docker' \
+    - "$KIND_BASE_TAG-rootfs" >/dev/null || die "[kind] docker import of the base root failed"
+  # docker import and commit take no STOPSIGNAL; a container's stop signal survives a commit.
+  # systemd as PID 1 shuts down on SIGRTMIN+3 (SIGTERM would make it re-execute itself).
+  cid=$(docker create --stop-signal SIGRTMIN+3 --entrypoint /bin/true "$KIND_BASE_TAG-rootfs") \
+    || die "[kind] docker create on the base root failed"
+  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' \
+    "$cid" "$KIND_BASE_TAG" >/dev/null || die "[kind] docker commit $KIND_BASE_TAG failed"
+  docker rm "$cid" >/dev/null
+  docker rmi "$KIND_BASE_TAG-rootfs" >/dev/null
   docker save -o "$out/images/kind-base.tar" "$KIND_BASE_TAG" || die "[kind] docker save base failed"
   KIND_TIMINGS+=$'\n'"image-base $((SECONDS - t0))"
 
