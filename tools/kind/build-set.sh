@@ -116,18 +116,31 @@ kind_build_binaries() {
   KIND_TIMINGS+=$'\n'"pause $((SECONDS - t0))"
 }
 
-# The Debian root of the base image: debootstrap once per key (kept in the work dir).
+# The Debian root of the base image. debootstrap runs once per suite + package list (its own
+# cache entry, $CACHE_ROOT/kind-debian-<key>.tar, so that changing our files or a Go pin does not
+# repeat it); each build unpacks a fresh copy into the work dir.
+kind_debian_key() {
+  printf 'suite=%s\npackages=%s\nrecipe=1\n' "$KIND_DEBIAN_SUITE" "$KIND_PACKAGES" | sha256sum | cut -c1-16
+}
+
 kind_rootfs() {
-  local root=$KIND_WORK/rootfs t0=$SECONDS
-  if [[ ! -f $KIND_WORK/rootfs.done ]]; then
-    rm -rf "$root"
+  local root=$KIND_WORK/rootfs t0=$SECONDS tarball
+  tarball=$CACHE_ROOT/kind-debian-$(kind_debian_key).tar
+  if [[ ! -f $tarball ]]; then
+    local tmp=$KIND_WORK/debootstrap
+    rm -rf "$tmp"
     log "[kind] debootstrap --variant=minbase $KIND_DEBIAN_SUITE ($KIND_DEBIAN_MIRROR) ..."
     nice -n "$NICE" debootstrap --variant=minbase --include="$KIND_PACKAGES" \
-      "$KIND_DEBIAN_SUITE" "$root" "$KIND_DEBIAN_MIRROR" >"$KIND_WORK/debootstrap.log" 2>&1 \
+      "$KIND_DEBIAN_SUITE" "$tmp" "$KIND_DEBIAN_MIRROR" >"$KIND_WORK/debootstrap.log" 2>&1 \
       || die "[kind] debootstrap failed: see $KIND_WORK/debootstrap.log"
-    touch "$KIND_WORK/rootfs.done"
+    tar -C "$tmp" --numeric-owner -cf "$tarball.tmp" . && mv -f "$tarball.tmp" "$tarball"
+    rm -rf "$tmp"
     KIND_TIMINGS+=$'\n'"debootstrap $((SECONDS - t0))"
   fi
+  t0=$SECONDS
+  rm -rf "$root"
+  mkdir -p "$root"
+  tar -C "$root" --numeric-owner -xf "$tarball" || die "[kind] unpacking $tarball failed"
   # Our files, then the Go-built node tools, then the unit state.
   cp -a "$KIND_ROOTFS"/. "$root"/
   install -m 0755 "$KIND_WORK/bin/crictl" "$root/usr/local/bin/crictl"
@@ -147,6 +160,7 @@ kind_rootfs() {
   : >"$root/etc/machine-id"
   rm -f "$root/var/lib/dbus/machine-id"
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/log/*.log
+  KIND_TIMINGS+=$'\n'"rootfs $((SECONDS - t0))"
 }
 
 kind_docker_ok() {
