@@ -178,15 +178,17 @@ kind_image_from_files() {
     | docker import "${changes[@]}" - "$tag" >/dev/null || die "[kind] docker import $tag failed"
 }
 
-# kind_image_on_base TAG BINARY CMD: the base image plus one binary in /usr/local/bin (kube-proxy
+# kind_image_on_base TAG BINARY NAME: the base image plus one binary in /usr/local/bin (kube-proxy
 # and kube-router need iptables, ipset and a shell, which the base image has).
 kind_image_on_base() {
   local tag=$1 bin=$2 name=$3 cid
-  # The base's stop signal is systemd's (SIGRTMIN+3); these run a Go binary as PID 1 instead.
-  cid=$(docker create --stop-signal SIGTERM --entrypoint /bin/true "$KIND_BASE_TAG") \
+  # The container's entrypoint and stop signal survive the commit (a --change 'ENTRYPOINT []'
+  # does not clear them); the base's stop signal is systemd's (SIGRTMIN+3), these run a Go
+  # binary as PID 1 instead. Pod specs that give only args (kube-router) need the entrypoint.
+  cid=$(docker create --stop-signal SIGTERM --entrypoint "/usr/local/bin/$name" "$KIND_BASE_TAG") \
     || die "[kind] docker create failed"
   docker cp "$bin" "$cid:/usr/local/bin/$name" >/dev/null || die "[kind] docker cp $name failed"
-  docker commit --change 'ENTRYPOINT []' --change "CMD [\"/usr/local/bin/$name\"]" \
+  docker commit \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$cid" "$tag" >/dev/null || die "[kind] docker commit $tag failed"
   docker rm "$cid" >/dev/null
