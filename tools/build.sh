@@ -48,16 +48,18 @@ PULUMI_RECIPE_REVISION=2
 
 # Pins of the kind set (tools/kind/*; see README.md, "The kind set"); own cache key again.
 KIND_VERSION=v0.33.0               # sigs.k8s.io/kind: the kind CLI
-KIND_NODE_VERSIONS=(v1.35.8)       # one node image each; wrapper module tools/kind/k8s-<v1.MINOR>
-KIND_ETCD_VERSION=3.6.6            # kubeadm v1.35's etcd (image registry.k8s.io/etcd:3.6.6-0)
-KIND_COREDNS_VERSION=v1.13.1       # kubeadm v1.35's CoreDNS
-KIND_PAUSE_VERSION=3.10.1          # kubeadm v1.35's pause (C source from the k8s.io/kubernetes module)
+KIND_NODE_VERSIONS=(v1.35.8 v1.34.12)  # one node image each; wrapper module tools/kind/k8s-<v1.MINOR>
+# What kubeadm of each minor deploys (cmd/kubeadm/app/constants: DefaultEtcdVersion,
+# CoreDNSVersion); wrapper modules tools/kind/etcd-v<VERSION> and tools/kind/coredns-<VERSION>.
+declare -A KIND_ETCD_FOR=([v1.35]=3.6.6 [v1.34]=3.6.5)         # images registry.k8s.io/etcd:<v>-0
+declare -A KIND_COREDNS_FOR=([v1.35]=v1.13.1 [v1.34]=v1.12.1)
+KIND_PAUSE_VERSION=3.10.1          # kubeadm v1.34's and v1.35's pause (C source from k8s.io/kubernetes)
 KIND_CNI_PLUGINS_VERSION=v1.8.0    # github.com/containernetworking/plugins
 KIND_CRICTL_VERSION=v1.34.0        # sigs.k8s.io/cri-tools (v1.35.0 is not served here)
 KIND_KUBE_ROUTER_VERSION=v2.1.0    # the pod network (newest kube-router/v2 served here)
 KIND_DEBIAN_SUITE=bookworm
 KIND_DEBIAN_MIRROR=${KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-KIND_RECIPE_REVISION=2  # 2: stop signals set through docker create (import and commit take no STOPSIGNAL)
+KIND_RECIPE_REVISION=3  # 3: etcd and CoreDNS per Kubernetes minor
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

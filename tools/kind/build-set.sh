@@ -16,9 +16,18 @@
 #   manifest.json, build-seconds.txt
 # `docker load -i` puts an image into an engine; tools/kind/load-images.sh does it for all.
 
-KIND_MODULES=(kind/kind kind/etcd kind/coredns kind/nodetools kind/kube-router)
-for _v in "${KIND_NODE_VERSIONS[@]}"; do KIND_MODULES+=("kind/k8s-${_v%.*}"); done
-unset _v
+# Distinct etcd and CoreDNS versions over all node versions (kubeadm's choice per minor).
+KIND_ETCD_VERSIONS=()
+KIND_COREDNS_VERSIONS=()
+KIND_MODULES=(kind/kind kind/nodetools kind/kube-router)
+for _v in "${KIND_NODE_VERSIONS[@]}"; do
+  KIND_MODULES+=("kind/k8s-${_v%.*}")
+  _e=${KIND_ETCD_FOR[${_v%.*}]:?no etcd version for ${_v%.*} in KIND_ETCD_FOR}
+  _c=${KIND_COREDNS_FOR[${_v%.*}]:?no CoreDNS version for ${_v%.*} in KIND_COREDNS_FOR}
+  [[ " ${KIND_ETCD_VERSIONS[*]} " == *" $_e "* ]] || { KIND_ETCD_VERSIONS+=("$_e"); KIND_MODULES+=("kind/etcd-v$_e"); }
+  [[ " ${KIND_COREDNS_VERSIONS[*]} " == *" $_c "* ]] || { KIND_COREDNS_VERSIONS+=("$_c"); KIND_MODULES+=("kind/coredns-$_c"); }
+done
+unset _v _e _c
 KIND_ROOTFS="$TOOLS_DIR/kind/rootfs"
 # Debian packages of the base image (systemd as PID 1, containerd + runc, what kubelet,
 # kube-proxy and kube-router call on a node, and what kind runs through `docker exec`).
@@ -30,9 +39,13 @@ kind_json() { local s=$1; s=${s//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; 
 
 kind_cache_key() {
   {
-    printf 'set=kind\nkind=%s\nnodes=%s\netcd=%s\ncoredns=%s\npause=%s\ncni=%s\ncrictl=%s\n' \
-      "$KIND_VERSION" "${KIND_NODE_VERSIONS[*]}" "${KIND_ETCD_VERSION}" "$KIND_COREDNS_VERSION" \
+    printf 'set=kind\nkind=%s\nnodes=%s\npause=%s\ncni=%s\ncrictl=%s\n' \
+      "$KIND_VERSION" "${KIND_NODE_VERSIONS[*]}" \
       "$KIND_PAUSE_VERSION" "$KIND_CNI_PLUGINS_VERSION" "$KIND_CRICTL_VERSION"
+    local v
+    for v in "${KIND_NODE_VERSIONS[@]}"; do
+      printf '%s: etcd=%s coredns=%s\n' "$v" "${KIND_ETCD_FOR[${v%.*}]}" "${KIND_COREDNS_FOR[${v%.*}]}"
+    done
     printf 'kubeRouter=%s\ndebian=%s\npackages=%s\nrecipe=%s\ngo=%s\nplatform=%s\ncgo=%s\n' \
       "$KIND_KUBE_ROUTER_VERSION" "$KIND_DEBIAN_SUITE" "$KIND_PACKAGES" "$KIND_RECIPE_REVISION" \
       "$GO_VERSION" "$GO_PLATFORM" "$CGO_ENABLED"
@@ -91,9 +104,13 @@ kind_build_binaries() {
       kind_build "$v/$b" "$mod" "k8s.io/kubernetes/cmd/$b" "$flags"
     done
   done
-  kind_build etcd kind/etcd go.etcd.io/etcd/server/v3 \
-    "-X go.etcd.io/etcd/api/v3/version.GitSHA=module-v$KIND_ETCD_VERSION"
-  kind_build coredns kind/coredns github.com/coredns/coredns ""
+  for v in "${KIND_ETCD_VERSIONS[@]}"; do
+    kind_build "etcd-$v" "kind/etcd-v$v" go.etcd.io/etcd/server/v3 \
+      "-X go.etcd.io/etcd/api/v3/version.GitSHA=module-v$v"
+  done
+  for v in "${KIND_COREDNS_VERSIONS[@]}"; do
+    kind_build "coredns-$v" "kind/coredns-$v" github.com/coredns/coredns ""
+  done
   kind_build crictl kind/nodetools sigs.k8s.io/cri-tools/cmd/crictl \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$KIND_CRICTL_VERSION"
   mkdir -p "$KIND_WORK/bin/cni"
@@ -231,12 +248,14 @@ kind_build_images() {
 
   # Component images shared by the node images (etcd, CoreDNS, pause, kube-router).
   t0=$SECONDS
-  local etcd_tag=registry.k8s.io/etcd:$KIND_ETCD_VERSION-0
-  local dns_tag=registry.k8s.io/coredns/coredns:$KIND_COREDNS_VERSION
   local pause_tag=registry.k8s.io/pause:$KIND_PAUSE_VERSION
   local router_tag=docker.io/cloudnativelabs/kube-router:$KIND_KUBE_ROUTER_VERSION
-  kind_single_binary_image "$etcd_tag" "$KIND_WORK/bin/etcd" etcd no
-  kind_single_binary_image "$dns_tag" "$KIND_WORK/bin/coredns" coredns yes
+  for v in "${KIND_ETCD_VERSIONS[@]}"; do
+    kind_single_binary_image "registry.k8s.io/etcd:$v-0" "$KIND_WORK/bin/etcd-$v" etcd no
+  done
+  for v in "${KIND_COREDNS_VERSIONS[@]}"; do
+    kind_single_binary_image "registry.k8s.io/coredns/coredns:$v" "$KIND_WORK/bin/coredns-$v" coredns yes
+  done
   kind_single_binary_image "$pause_tag" "$KIND_WORK/bin/pause" pause yes
   kind_image_on_base "$router_tag" "$KIND_WORK/bin/kube-router" kube-router
   KIND_TIMINGS+=$'\n'"images-shared $((SECONDS - t0))"
@@ -244,6 +263,8 @@ kind_build_images() {
   for v in "${KIND_NODE_VERSIONS[@]}"; do
     t0=$SECONDS
     log "[kind] node image kindest/node:$v ..."
+    local etcd_tag=registry.k8s.io/etcd:${KIND_ETCD_FOR[${v%.*}]}-0
+    local dns_tag=registry.k8s.io/coredns/coredns:${KIND_COREDNS_FOR[${v%.*}]}
     local b
     for b in kube-apiserver kube-controller-manager kube-scheduler; do
       kind_single_binary_image "registry.k8s.io/$b:$v" "$KIND_WORK/bin/$v/$b" "$b" no
@@ -302,13 +323,13 @@ kind_write_manifest() {
     printf '  "nodeImages": {'
     sep=
     for v in "${KIND_NODE_VERSIONS[@]}"; do
-      printf '%s\n    %s: {"tag": %s, "archive": %s}' "$sep" "$(kind_json "$v")" \
-        "$(kind_json "kindest/node:$v")" "$(kind_json "$final/images/node-$v.tar")"
+      printf '%s\n    %s: {"tag": %s, "archive": %s, "etcd": %s, "coredns": %s}' "$sep" "$(kind_json "$v")" \
+        "$(kind_json "kindest/node:$v")" "$(kind_json "$final/images/node-$v.tar")" \
+        "$(kind_json "${KIND_ETCD_FOR[${v%.*}]}")" "$(kind_json "${KIND_COREDNS_FOR[${v%.*}]}")"
       sep=,
     done
     printf '\n  },\n'
-    printf '  "components": {"etcd": %s, "coredns": %s, "pause": %s, "cniPlugins": %s, "crictl": %s, "kubeRouter": %s},\n' \
-      "$(kind_json "$KIND_ETCD_VERSION")" "$(kind_json "$KIND_COREDNS_VERSION")" \
+    printf '  "components": {"pause": %s, "cniPlugins": %s, "crictl": %s, "kubeRouter": %s},\n' \
       "$(kind_json "$KIND_PAUSE_VERSION")" "$(kind_json "$KIND_CNI_PLUGINS_VERSION")" \
       "$(kind_json "$KIND_CRICTL_VERSION")" "$(kind_json "$KIND_KUBE_ROUTER_VERSION")"
     printf '  "debian": %s,\n  "go": %s,\n  "platform": %s\n}\n' \
@@ -343,8 +364,13 @@ kind_set_main() {
   fi
   local v
   kind_check_pin kind/kind sigs.k8s.io/kind "$KIND_VERSION"
-  kind_check_pin kind/etcd go.etcd.io/etcd/server/v3 "v$KIND_ETCD_VERSION"
-  kind_check_pin kind/coredns github.com/coredns/coredns "$KIND_COREDNS_VERSION"
+  for v in "${KIND_ETCD_VERSIONS[@]}"; do
+    kind_check_pin "kind/etcd-v$v" go.etcd.io/etcd/server/v3 "v$v"
+    kind_check_pin "kind/etcd-v$v" go.etcd.io/etcd/api/v3 "v$v"
+  done
+  for v in "${KIND_COREDNS_VERSIONS[@]}"; do
+    kind_check_pin "kind/coredns-$v" github.com/coredns/coredns "$v"
+  done
   kind_check_pin kind/nodetools github.com/containernetworking/plugins "$KIND_CNI_PLUGINS_VERSION"
   kind_check_pin kind/nodetools sigs.k8s.io/cri-tools "$KIND_CRICTL_VERSION"
   kind_check_pin kind/kube-router github.com/cloudnativelabs/kube-router/v2 "$KIND_KUBE_ROUTER_VERSION"

@@ -1,5 +1,5 @@
-// Wrapper module: CoreDNS at the version kubeadm v1.35 deploys, for the CoreDNS image (see ../build-set.sh).
-module fleet-calibrator/tools/kind/coredns
+// Wrapper module: CoreDNS v1.13.1 (kubeadm v1.35's), for the CoreDNS image (see ../build-set.sh).
+module fleet-calibrator/tools/kind/coredns-v1.13.1
 
 go 1.25.0
 

@@ -1,9 +1,9 @@
-// Wrapper module: etcd at the version kubeadm v1.35 deploys (3.6.6), for the etcd image (see ../build-set.sh).
-module fleet-calibrator/tools/kind/etcd
+// Wrapper module: etcd 3.6.5 (kubeadm v1.34's), for the etcd image (see ../build-set.sh).
+module fleet-calibrator/tools/kind/etcd-v3.6.5
 
 go 1.25.0
 
-require go.etcd.io/etcd/server/v3 v3.6.6
+require go.etcd.io/etcd/server/v3 v3.6.5
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -41,10 +41,10 @@ require (
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20201229170055-e5319fda7802 // indirect
 	github.com/xiang90/probing v0.0.0-20190116061207-43a291ad63a2 // indirect
 	go.etcd.io/bbolt v1.4.3 // indirect
-	go.etcd.io/etcd/api/v3 v3.6.6 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.6.6 // indirect
-	go.etcd.io/etcd/client/v3 v3.6.6 // indirect
-	go.etcd.io/etcd/pkg/v3 v3.6.6 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.5 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.6.5 // indirect
+	go.etcd.io/etcd/client/v3 v3.6.5 // indirect
+	go.etcd.io/etcd/pkg/v3 v3.6.5 // indirect
 	go.etcd.io/raft/v3 v3.6.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.59.0 // indirect
@@ -74,8 +74,8 @@ require (
 // Upstream's server go.mod replaces these with ../<dir>; outside that repository they are the
 // published modules of the same release.
 replace (
-	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.6
-	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.6
-	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.6
-	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 v3.6.6
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.5
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.5
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.5
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 v3.6.5
 )
