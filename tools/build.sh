@@ -13,8 +13,12 @@
 #                               the same for the Pulumi engine set instead: the
 #                               pulumi CLI and the Kubernetes provider plugin
 #                               (own pins, own cache dir; see README.md)
+#   tools/build.sh --set kind [--print-dir] [--force]
+#                               the kind CLI, a kind base image and node images,
+#                               built from Debian packages and Go modules (needs
+#                               root and a Docker engine; see README.md)
 #
-# Sets: control-plane (the default) and pulumi.  Only the bin dir is written
+# Sets: control-plane (the default), pulumi and kind.  Only the bin dir is written
 # to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
 # BIN=$(tools/build.sh | tail -1) work.
 #
@@ -41,6 +45,21 @@ PULUMI_KUBERNETES_VERSION=v4.25.0  # pulumi-kubernetes release = github.com/pulu
 # proxy serves this pseudo-version, which is the commit tagged v4.25.0.
 PULUMI_KUBERNETES_MODULE=v4.0.0-20260115033456-f47bc2d6f199
 PULUMI_RECIPE_REVISION=2
+
+# Pins of the kind set (tools/kind/*; see README.md, "The kind set"); own cache key again.
+KIND_VERSION=v0.33.0               # sigs.k8s.io/kind: the kind CLI
+KIND_NODE_VERSIONS=(v1.35.8 v1.34.12)  # one node image each; wrapper module tools/kind/k8s-<v1.MINOR>
+# What kubeadm of each minor deploys (cmd/kubeadm/app/constants: DefaultEtcdVersion,
+# CoreDNSVersion); wrapper modules tools/kind/etcd-v<VERSION> and tools/kind/coredns-<VERSION>.
+declare -A KIND_ETCD_FOR=([v1.35]=3.6.6 [v1.34]=3.6.5)         # images registry.k8s.io/etcd:<v>-0
+declare -A KIND_COREDNS_FOR=([v1.35]=v1.13.1 [v1.34]=v1.12.1)
+KIND_PAUSE_VERSION=3.10.1          # kubeadm v1.34's and v1.35's pause (C source from k8s.io/kubernetes)
+KIND_CNI_PLUGINS_VERSION=v1.8.0    # github.com/containernetworking/plugins
+KIND_CRICTL_VERSION=v1.34.0        # sigs.k8s.io/cri-tools (v1.35.0 is not served here)
+KIND_KUBE_ROUTER_VERSION=v2.1.0    # the pod network (newest kube-router/v2 served here)
+KIND_DEBIAN_SUITE=bookworm
+KIND_DEBIAN_MIRROR=${KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+KIND_RECIPE_REVISION=3  # 3: etcd and CoreDNS per Kubernetes minor
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,7 +84,7 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -74,7 +93,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
-    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane or pulumi"; }
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi or kind"; }
            SET=$2; shift ;;
     --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
@@ -83,8 +102,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 case "$SET" in
-  control-plane|pulumi) ;;
-  *) die "unknown set: $SET (control-plane or pulumi)" ;;
+  control-plane|pulumi|kind) ;;
+  *) die "unknown set: $SET (control-plane, pulumi or kind)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
@@ -96,6 +115,12 @@ if [[ $SET == pulumi ]]; then
   # shellcheck source=pulumi/build-set.sh
   source "$TOOLS_DIR/pulumi/build-set.sh"
   pulumi_set_main
+  exit 0
+fi
+if [[ $SET == kind ]]; then
+  # shellcheck source=kind/build-set.sh
+  source "$TOOLS_DIR/kind/build-set.sh"
+  kind_set_main
   exit 0
 fi
 

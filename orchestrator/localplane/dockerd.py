@@ -1,0 +1,343 @@
+"""A Docker engine as a managed service: our own dockerd, socket, data dir and OCI runtime wrapper.
+
+Why a module here and not a script in tools/: the engine is a long-lived service with the same
+life cycle as the local plane (start detached, wait bounded until healthy, record the pid in
+``state.json``, stop exactly that pid later from any shell), and ``calibrator env up --provider
+docker`` will start it from Python. tools/ builds artefacts; it runs nothing.
+
+The engine is Debian's ``docker.io`` (dockerd 20.10 with its own managed containerd). It never
+touches the host's default engine: its socket, data root, exec root, pid file and bridge are all
+under (or named after) its state directory. Its default OCI runtime is
+:mod:`orchestrator.localplane.ociwrapper`, which removes the capabilities this kernel's bounding
+set lacks so that ``docker run --privileged`` (kind nodes, CAPD machines) works on this VM.
+
+Command line (no new console entry point)::
+
+    python3 -m orchestrator.localplane.dockerd up|down|status|env [--state-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.localplane import ociwrapper
+from orchestrator.localplane.processes import (
+    PlaneError,
+    ProcessRecord,
+    alive,
+    load_records,
+    save_records,
+    start,
+    stop,
+    tail,
+    wait_until,
+)
+
+RUNTIME_NAME = "fc-runc"
+# Our own bridge, so that this engine never shares docker0 (or its iptables rules) with another
+# engine on the host. Linux limits interface names to 15 characters.
+BRIDGE = "fc-docker0"
+BRIDGE_CIDR = "172.29.0.1/16"
+
+
+def default_state_dir() -> Path:
+    """``$CALIBRATOR_DOCKER_DIR`` or ``~/.local/state/fleet-calibrator/docker``."""
+    env = os.environ.get("CALIBRATOR_DOCKER_DIR")
+    if env:
+        return Path(env)
+    return Path.home() / ".local" / "state" / "fleet-calibrator" / "docker"
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over the engine's unix socket (the Engine API), standard library only."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = str(path)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+def api(sock: Path, method: str, path: str, timeout: float = 10.0) -> tuple[int, object]:
+    """One Engine API call; returns (status, decoded JSON body or text)."""
+    conn = _UnixHTTPConnection(sock, timeout)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        body = resp.read().decode(errors="replace")
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(body) if body else None
+    except json.JSONDecodeError:
+        return resp.status, body
+
+
+def _pings(sock: Path) -> bool:
+    try:
+        status, _ = api(sock, "GET", "/_ping", timeout=2.0)
+    except OSError:
+        return False
+    return status == 200
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """What ``status`` reports."""
+
+    state_dir: Path
+    socket: Path
+    pid: int | None
+    running: bool
+    healthy: bool
+    version: str | None
+
+    @property
+    def docker_host(self) -> str:
+        """The value for ``DOCKER_HOST`` (docker CLI, kind, CAPD)."""
+        return f"unix://{self.socket}"
+
+
+def runtime_launcher(python: str, runc: str) -> str:
+    """The executable dockerd registers as its runtime: our wrapper, then the real runc."""
+    script = Path(ociwrapper.__file__).resolve()
+    return f'#!/bin/sh\nexec {python} -I {script} --runc {runc} -- "$@"\n'
+
+
+def dockerd_argv(dockerd: str, state_dir: Path, launcher: Path) -> list[str]:
+    """The command line of dockerd: every path under ``state_dir``, our runtime the default."""
+    return [
+        dockerd,
+        f"--host=unix://{state_dir / 'docker.sock'}",
+        f"--data-root={state_dir / 'data'}",
+        f"--exec-root={state_dir / 'exec'}",
+        f"--pidfile={state_dir / 'docker.pid'}",
+        f"--add-runtime={RUNTIME_NAME}={launcher}",
+        f"--default-runtime={RUNTIME_NAME}",
+        f"--bridge={BRIDGE}",
+        "--storage-driver=overlay2",
+        # kind and CAPD run systemd in their nodes; they need the cgroupfs driver on this host
+        # (no systemd as PID 1 outside) and keep their own cgroup namespace.
+        "--exec-opt=native.cgroupdriver=cgroupfs",
+        "--log-level=info",
+    ]
+
+
+class DockerEngine:
+    """One dockerd in one state directory."""
+
+    def __init__(self, state_dir: Path | None = None) -> None:
+        self.state_dir = (state_dir or default_state_dir()).resolve()
+        self.state_file = self.state_dir / "state.json"
+        self.socket = self.state_dir / "docker.sock"
+        self.launcher = self.state_dir / "runtime" / RUNTIME_NAME
+        self.log = self.state_dir / "logs" / "dockerd.log"
+
+    def _record(self) -> ProcessRecord | None:
+        records, _ = load_records(self.state_file)
+        return records[0] if records else None
+
+    def status(self) -> EngineStatus:
+        """Report the recorded engine (never starts or stops anything)."""
+        record = self._record()
+        running = record is not None and alive(record.pid)
+        healthy = running and _pings(self.socket)
+        version = None
+        if healthy:
+            with contextlib.suppress(OSError):
+                code, body = api(self.socket, "GET", "/version")
+                if code == 200 and isinstance(body, dict):
+                    version = str(body.get("Version"))
+        return EngineStatus(
+            self.state_dir, self.socket, record.pid if record else None, running, healthy, version
+        )
+
+    def up(
+        self, *, timeout: float = 60.0, progress: Callable[[str], None] = lambda _: None
+    ) -> EngineStatus:
+        """Start dockerd (or return at once when the recorded one answers) and wait for it."""
+        current = self.status()
+        if current.healthy:
+            progress(f"already running (pid {current.pid})")
+            return current
+        if current.running:
+            progress("the recorded dockerd does not answer; stopping it")
+            self.down(remove_containers=False)
+        dockerd = _require("dockerd", "apt-get install docker.io")
+        runc = _require("runc", "apt-get install runc")
+        for name in ("containerd", "containerd-shim-runc-v2"):
+            _require(name, "apt-get install containerd")
+        if len(str(self.state_dir / "exec" / "containerd" / "containerd.sock")) > 100:
+            raise PlaneError(f"state dir {self.state_dir} is too long for unix socket paths")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.launcher.parent.mkdir(parents=True, exist_ok=True)
+        self.launcher.write_text(runtime_launcher(sys.executable, runc))
+        self.launcher.chmod(0o755)
+        _ensure_bridge()
+        argv = dockerd_argv(dockerd, self.state_dir, self.launcher)
+        record = start("dockerd", argv, self.log, f"unix://{self.socket}")
+        save_records(self.state_file, [record], {"bridge": BRIDGE})
+        waited = wait_until("dockerd", lambda: _pings(self.socket), timeout, record)
+        progress(f"dockerd pid {record.pid} answered after {waited:.1f}s on {self.socket}")
+        return self.status()
+
+    def remove_containers(self, timeout: float = 120.0) -> list[str]:
+        """Force-remove every container of this engine (kind nodes, CAPD machines) and volumes."""
+        code, body = api(self.socket, "GET", "/containers/json?all=1", timeout=timeout)
+        if code != 200 or not isinstance(body, list):
+            raise PlaneError(f"listing containers failed: HTTP {code} {body}")
+        removed = []
+        for c in body:
+            cid = str(c["Id"])
+            code, reply = api(
+                self.socket, "DELETE", f"/containers/{cid}?force=1&v=1", timeout=timeout
+            )
+            if code not in (204, 404):
+                raise PlaneError(f"removing container {cid[:12]} failed: HTTP {code} {reply}")
+            names = c.get("Names") or [cid[:12]]
+            removed.append(str(names[0]).lstrip("/"))
+        return removed
+
+    def down(
+        self,
+        *,
+        remove_containers: bool = True,
+        purge: bool = False,
+        timeout: float = 60.0,
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        """Stop the recorded dockerd; first remove its containers unless told not to.
+
+        dockerd gets SIGTERM alone (not its process group): it needs its containerd to stop the
+        containers it still runs, and stops containerd itself last. The group is killed only if
+        dockerd outlives ``timeout``. ``purge`` deletes the state dir (images included).
+        """
+        record = self._record()
+        if record is not None and alive(record.pid):
+            if remove_containers and _pings(self.socket):
+                removed = self.remove_containers()
+                if removed:
+                    progress(f"removed containers: {', '.join(removed)}")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while alive(record.pid) and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(record.pid, os.WNOHANG)
+                time.sleep(0.2)
+            if alive(record.pid):
+                progress(f"dockerd did not stop in {timeout:.0f}s; killing its process group")
+            stop(record, timeout=10.0)
+            progress(f"dockerd pid {record.pid} stopped")
+        if record is not None:
+            save_records(self.state_file, [], {})
+        _remove_bridge()
+        if purge and self.state_dir.exists():
+            _unmount_below(self.state_dir)
+            shutil.rmtree(self.state_dir)
+
+
+def _require(binary: str, hint: str) -> str:
+    path = shutil.which(binary, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if path is None:
+        raise PlaneError(f"{binary} not found on PATH ({hint})")
+    return path
+
+
+def _ensure_bridge() -> None:
+    """Create our bridge with its address unless it exists (dockerd only creates docker0)."""
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        return
+    for cmd in (
+        ["ip", "link", "add", BRIDGE, "type", "bridge"],
+        ["ip", "addr", "add", BRIDGE_CIDR, "dev", BRIDGE],
+        ["ip", "link", "set", BRIDGE, "up"],
+    ):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise PlaneError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+
+
+def _remove_bridge() -> None:
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, timeout=30, check=False)
+
+
+def _unmount_below(root: Path) -> None:
+    """Unmount whatever a killed dockerd left mounted under ``root`` (deepest first)."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    prefix = str(root) + "/"
+    points = [m.split()[4] for m in mounts if m.split()[4].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, timeout=30, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m orchestrator.localplane.dockerd up|down|status|env``."""
+    parser = argparse.ArgumentParser(prog="python3 -m orchestrator.localplane.dockerd")
+    parser.add_argument("command", choices=["up", "down", "status", "env"])
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument(
+        "--keep-containers", action="store_true", help="down: leave containers in the data dir"
+    )
+    parser.add_argument("--purge", action="store_true", help="down: delete the state dir")
+    args = parser.parse_args(argv)
+    engine = DockerEngine(args.state_dir)
+
+    def say(msg: str) -> None:
+        print(f"[dockerd] {msg}", file=sys.stderr)
+
+    try:
+        if args.command == "up":
+            st = engine.up(progress=say)
+            print(f"export DOCKER_HOST={st.docker_host}")
+        elif args.command == "down":
+            engine.down(remove_containers=not args.keep_containers, purge=args.purge, progress=say)
+        elif args.command == "env":
+            print(f"export DOCKER_HOST={engine.status().docker_host}")
+        else:
+            st = engine.status()
+            print(
+                json.dumps(
+                    {
+                        "stateDir": str(st.state_dir),
+                        "dockerHost": st.docker_host,
+                        "pid": st.pid,
+                        "running": st.running,
+                        "healthy": st.healthy,
+                        "version": st.version,
+                        "log": str(engine.log),
+                    }
+                )
+            )
+            return 0 if st.healthy else 1
+    except PlaneError as exc:
+        say(f"error: {exc}")
+        if args.command == "up":
+            say(f"last log lines:\n{tail(engine.log)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

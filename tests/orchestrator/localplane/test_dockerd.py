@@ -1,0 +1,36 @@
+from pathlib import Path
+
+import pytest
+
+from orchestrator.localplane import dockerd
+
+
+def test_argv_keeps_everything_under_the_state_dir() -> None:
+    state = Path("/s")
+    argv = dockerd.dockerd_argv("/usr/sbin/dockerd", state, state / "runtime" / "fc-runc")
+    assert argv[0] == "/usr/sbin/dockerd"
+    assert "--host=unix:///s/docker.sock" in argv
+    assert "--data-root=/s/data" in argv
+    assert "--exec-root=/s/exec" in argv
+    assert "--pidfile=/s/docker.pid" in argv
+    assert f"--add-runtime={dockerd.RUNTIME_NAME}=/s/runtime/fc-runc" in argv
+    assert f"--default-runtime={dockerd.RUNTIME_NAME}" in argv
+    assert f"--bridge={dockerd.BRIDGE}" in argv
+    assert len(dockerd.BRIDGE) <= 15  # Linux interface name limit
+
+
+def test_launcher_runs_the_wrapper_isolated_then_runc() -> None:
+    text = dockerd.runtime_launcher("/usr/bin/python3", "/usr/sbin/runc")
+    assert text.startswith("#!/bin/sh\nexec /usr/bin/python3 -I ")
+    assert 'ociwrapper.py --runc /usr/sbin/runc -- "$@"' in text
+
+
+def test_status_of_an_empty_state_dir(tmp_path: Path) -> None:
+    st = dockerd.DockerEngine(tmp_path).status()
+    assert (st.pid, st.running, st.healthy, st.version) == (None, False, False, None)
+    assert st.docker_host == f"unix://{tmp_path.resolve()}/docker.sock"
+
+
+def test_default_state_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CALIBRATOR_DOCKER_DIR", str(tmp_path))
+    assert dockerd.default_state_dir() == tmp_path
