@@ -74,7 +74,6 @@ import copy
 import gzip
 import hashlib
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -189,9 +188,6 @@ class KubeFleetBackend:
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
-        self.patches: Counter[tuple[str, str, str]] = Counter()
-        self.patch_log: list[PatchRecord] = []
-        self.placement_writes: list[tuple[str, str]] = []  # (workload, reason)
 
     @classmethod
     def from_kubeconfig(
@@ -441,9 +437,18 @@ class KubeFleetBackend:
     # ------------------------------------------------------------------ writes (sync)
 
     def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
-        with self._lock:
-            self.patches[(cluster, component, version)] += 1
-            self.patch_log.append(PatchRecord(cluster, component, version, step_id, kind))
+        with self._lock:  # activities run on threads: a subclass's records stay consistent
+            self.wrote_version(PatchRecord(cluster, component, version, step_id, kind))
+
+    def wrote_version(self, record: PatchRecord) -> None:
+        """Called after every version write; a no-op here.
+
+        Tests subclass the backend to count writes (no step may be applied twice). The worker
+        keeps nothing per write: a long-running worker must not grow with the writes it made.
+        """
+
+    def wrote_placements(self, workloads: Sequence[str], reason: str) -> None:
+        """Called after placement decisions were written; a no-op here (see ``wrote_version``)."""
 
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
@@ -699,7 +704,7 @@ class KubeFleetBackend:
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
             raise NotFoundError(str(err)) from None
         with self._lock:
-            self.placement_writes += [(w, reason) for w in outcome.written]
+            self.wrote_placements(outcome.written, reason)
         return PlacementWrite(outcome.written, outcome.conflicts)
 
     # ------------------------------------------------------------------ blobs (sync)

@@ -44,8 +44,14 @@ from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import fully_at_version, get, machines, wait_for
+from tests.integration.helpers import (
+    fully_at_version,
+    get,
+    machines,
+    wait_for,
+)
 from tests.workflows.harness import SERVER_STARTUP, binary_path
+from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import cluster_status, start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
@@ -371,7 +377,7 @@ def test_calibration_converges_the_fleet_through_capi(
     print(f"{len(CLUSTERS)} clusters Available after {time.monotonic() - test_began:.0f}s")
 
     # The worker authenticates as the ServiceAccount bound to deploy/rbac's role, nothing more.
-    backend = KubeFleetBackend(worker_identity.client(), namespace=NS)
+    backend = RecordingKubeBackend(worker_identity.client(), namespace=NS)
     timelines = {name: Timeline() for name in CLUSTERS}
     stop = threading.Event()
     watcher_mgmt = api_client(plane.kubeconfig)

@@ -30,8 +30,14 @@ from orchestrator.kube import capi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, get, machines, wait_for
+from tests.integration.helpers import (
+    fully_at_version,
+    get,
+    machines,
+    wait_for,
+)
 from tests.workflows.harness import SERVER_STARTUP, binary_path
+from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
@@ -163,7 +169,7 @@ def test_topology_workers_skip_the_intermediate_minor(
         CREATE_TIMEOUT,
     )
     before = frozenset(summary["machines"])
-    backend = KubeFleetBackend(api_client(plane.kubeconfig), namespace=NS)
+    backend = RecordingKubeBackend(api_client(plane.kubeconfig), namespace=NS)
     seen = Seen()
     stop = threading.Event()
     poller = threading.Thread(

@@ -30,6 +30,7 @@ from orchestrator.kube import fleetapi
 from orchestrator.kube.client import apply_all
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import wait_for
+from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows.backend import NotFoundError
 from workflows.kube_backend import KubeFleetBackend
 from workflows.model import ClusterReplicasInfo, PlacementDecisionInfo
@@ -274,7 +275,7 @@ def test_writer_placement_decisions_are_an_argo_cd_cluster_decision_resource(
     apply_all(dyn, [web])
     owner = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name="web-argo", namespace=NS)
     uid = owner.to_dict()["metadata"]["uid"]
-    backend = KubeFleetBackend(mgmt, namespace)
+    backend = RecordingKubeBackend(mgmt, namespace)
     first = PlacementDecisionInfo(
         f"{namespace}/web-argo",
         (ClusterReplicasInfo("a", 2), ClusterReplicasInfo("b", 1)),

@@ -22,13 +22,13 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from tests.orchestrator.kube.api_server import api_server
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import kube_backend, telemetry
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
     STEP_ANNOTATION,
     UNSAFE_VERSION_ANNOTATION,
-    KubeFleetBackend,
 )
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 
@@ -118,7 +118,7 @@ REF = ClusterRef("c1", NS)
 
 
 def test_inventory_reads_lists_into_a_snapshot() -> None:
-    backend = KubeFleetBackend(None, NS, dyn=_fleet(topology=True))
+    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=True))
     inv = asyncio.run(backend.inventory())
     (cluster,) = inv.snapshot.clusters
     assert str(cluster.control_plane.version) == "v1.33.0"
@@ -153,7 +153,7 @@ def _capi_rolls_control_plane(dyn: FakeDyn, version: str) -> None:
 
 def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     obs = asyncio.run(backend.observe(REF))
     assert obs.control_plane.rolled_out and obs.pools[0].rolled_out and obs.reachable
     assert obs.control_plane.versions == ("v1.33.0",)
@@ -196,7 +196,7 @@ def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
 
 def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
     asyncio.run(backend.set_control_plane_version(REF, "v1.35.0", "s2"))
@@ -230,7 +230,7 @@ def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> 
 
 def test_worker_step_releases_the_pool_once() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
     with pytest.raises(BackendError, match=r"follows topology\.version"):
@@ -253,7 +253,7 @@ def test_worker_step_releases_the_pool_once() -> None:
 
 def test_pools_at_the_new_version_are_not_deferred() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     cluster = dyn.objects["Cluster"][(NS, "c1")]
     md = dyn.objects["MachineDeployment"][(NS, "c1-md-0")]
     body = backend.topology_version_patch(cluster, {"md-0": md}, "v1.33.0", "s1")
@@ -267,7 +267,7 @@ def test_pools_at_the_new_version_are_not_deferred() -> None:
 def test_an_operators_hold_is_kept_and_named() -> None:
     dyn = _fleet(topology=True)
     _md_topology(dyn)["metadata"] = {"annotations": {HOLD_ANNOTATION: ""}}
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     assert _md_topology(dyn)["metadata"]["annotations"] == {
         HOLD_ANNOTATION: "",
@@ -279,7 +279,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
     # An operator's defer-upgrade (not ours) is never removed either.
     dyn2 = _fleet(topology=True)
     _md_topology(dyn2)["metadata"] = {"annotations": {DEFER_ANNOTATION: "ops"}}
-    backend2 = KubeFleetBackend(None, NS, dyn=dyn2)
+    backend2 = RecordingKubeBackend(None, NS, dyn=dyn2)
     asyncio.run(backend2.set_control_plane_version(REF, "v1.34.0", "s1"))
     assert _defer(dyn2) == "ops"
     with pytest.raises(BackendError, match=re.escape(f"held by {DEFER_ANNOTATION}")):
@@ -288,7 +288,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
 
 def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
     meta["annotations"] = {
         STEP_ANNOTATION: "s1",
@@ -310,7 +310,7 @@ def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
 
 def test_plain_cluster_patches_kcp_and_md() -> None:
     dyn = _fleet(topology=False)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
     assert [(k, n) for k, n, _ in dyn.patches] == [
@@ -329,7 +329,7 @@ def test_plain_cluster_patches_kcp_and_md() -> None:
 
 def test_taint_contract_and_placement_writes() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     taint = Taint(UPGRADING_TAINT_KEY, "NoSchedule", "cal-1", "2026-01-01T00:00:00Z")
     assert asyncio.run(backend.add_taint(REF, taint))
     assert not asyncio.run(backend.add_taint(REF, taint))
@@ -366,15 +366,15 @@ def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
     with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
-        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+        asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     fw["spec"]["apis"] = ["not-an-api"]
     with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
-        asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+        asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
 
 
 def test_missing_crds_fail_with_one_clear_error() -> None:
     dyn = _fleet(topology=True, missing=("FleetWorkload", "PlacementDecision"))
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     with pytest.raises(
         NotFoundError, match=r"does not serve FleetWorkload \(calibrator\.dev/v1alpha1\)"
     ):
@@ -386,7 +386,7 @@ def test_missing_crds_fail_with_one_clear_error() -> None:
 
 def test_inventory_versions_are_the_placement_preconditions() -> None:
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     inv = asyncio.run(backend.inventory())
     read = inv.workload_versions[f"{NS}/web"]
     assert read == dyn.objects["FleetWorkload"][(NS, "web")]["metadata"]["resourceVersion"]
@@ -405,7 +405,7 @@ def test_inventory_versions_are_the_placement_preconditions() -> None:
 def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kube_backend, "BLOB_CHUNK_BYTES", 1000)
     dyn = _fleet(topology=True)
-    backend = KubeFleetBackend(None, NS, dyn=dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
     data = os.urandom(2500)  # incompressible: three chunks
     digest = hashlib.sha256(data).hexdigest()
     asyncio.run(backend.put_blob(digest, data))
@@ -471,7 +471,7 @@ def test_inventory_derives_the_cluster_fields(
     obj["metadata"]["labels"] = {**obj["metadata"]["labels"], **labels}
     obj["spec"].update(spec)
     obj["status"] = status
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     (cluster,) = inv.snapshot.clusters
     assert (cluster.provider, cluster.region, cluster.zones) == expected
 
@@ -479,7 +479,7 @@ def test_inventory_derives_the_cluster_fields(
 def test_inventory_skips_a_cluster_with_a_malformed_failure_domain() -> None:
     dyn = _fleet(topology=False)
     dyn.objects["Cluster"][(NS, "c1")]["status"] = {"failureDomains": [{"name": "zone a"}]}
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.clusters == ()
     assert "failureDomains[0]: invalid value" in inv.skipped["c1"]
 
@@ -496,7 +496,7 @@ def test_with_a_tracer_each_call_is_a_span_over_its_http_requests(
     with api_server() as mgmt, api_server() as workload_api:
         monkeypatch.setattr(workload, "workload_client", lambda *a: workload_api)
         monkeypatch.setattr(workload, "nodes", REAL_NODES)  # a real GET /api/v1/nodes
-        backend = KubeFleetBackend(mgmt, NS, dyn=_fleet(topology=True), tracer=tracing.tracer)
+        backend = RecordingKubeBackend(mgmt, NS, dyn=_fleet(topology=True), tracer=tracing.tracer)
         with tracing.tracer.start_as_current_span("RunActivity:observe") as activity:
             obs = asyncio.run(backend.observe(REF))
             with pytest.raises(NotFoundError):
