@@ -227,9 +227,13 @@ class PlacementPolicy:
     """Where a workload may go and how its replicas spread.
 
     ``clusters`` is where the workload runs now (its current placement): compatibility checks read
-    it and the Locality score keeps it there. ``affinities`` are ordered fallbacks (Karmada's
-    ``clusterAffinities``): the first one that yields a feasible cluster wins. ``max_clusters`` caps
-    how many clusters a placement uses (None = every feasible cluster).
+    it and the Locality score keeps it there. ``current_replicas`` holds how many replicas each of
+    those clusters runs (same order), or None when only the names are known (snapshots written
+    before the counts existed): re-placement scales from the counts, so that it moves replicas
+    only where a step forces it (docs/decisions.md "Stable re-placement"). ``affinities`` are
+    ordered fallbacks (Karmada's ``clusterAffinities``): the first one that yields a feasible
+    cluster wins. ``max_clusters`` caps how many clusters a placement uses (None = every feasible
+    cluster).
     """
 
     affinities: tuple[ClusterAffinity, ...] = ()
@@ -238,6 +242,13 @@ class PlacementPolicy:
     replica_scheduling: ReplicaScheduling = ReplicaScheduling()
     max_latency: LatencyConstraint | None = None
     max_clusters: int | None = None
+    current_replicas: tuple[int, ...] | None = None
+
+    def current(self) -> dict[str, int] | None:
+        """Replicas per current cluster, or None when the snapshot names the clusters only."""
+        if self.current_replicas is None:
+            return None
+        return dict(zip(self.clusters, self.current_replicas, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,10 +639,7 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
         _toleration(t, f"{where}.tolerations[{i}]")
         for i, t in enumerate(_list(data.get("tolerations"), f"{where}.tolerations"))
     )
-    clusters = tuple(
-        _name(c, f"{where}.clusters[{i}]")
-        for i, c in enumerate(_list(data.get("clusters"), f"{where}.clusters"))
-    )
+    clusters, current_replicas = _current(data.get("clusters"), f"{where}.clusters")
     max_clusters = data.get("maxClusters")
     return PlacementPolicy(
         affinities=_interned(pool, affinities),
@@ -645,7 +653,35 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
         max_clusters=None
         if max_clusters is None
         else _int(max_clusters, f"{where}.maxClusters", 1),
+        current_replicas=current_replicas,
     )
+
+
+def _current(raw: object, where: str) -> tuple[tuple[str, ...], tuple[int, ...] | None]:
+    """The current placement: names (``[a, b]``) or names with counts (``[{name, replicas}]``).
+
+    One form per list: a list that counts some clusters but not others would leave the rest
+    guessed, so mixing is an error. Counted clusters appear once each (two counts for one
+    cluster have no meaning); a name-only list keeps its old leniency.
+    """
+    items = _list(raw, where)
+    if not items or not any(isinstance(item, Mapping) for item in items):
+        return tuple(_name(c, f"{where}[{i}]") for i, c in enumerate(items)), None
+    names: list[str] = []
+    counts: list[int] = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise SnapshotError(
+                f"{here}: give every entry as a name or every entry as {{name, replicas}}, "
+                f"not both (got {quote(item)})"
+            )
+        _check_fields(item, {"name", "replicas"}, here)
+        names.append(_name(_required(item, "name", here), f"{here}.name"))
+        counts.append(_int(_required(item, "replicas", here), f"{here}.replicas"))
+    if len(set(names)) != len(names):
+        raise SnapshotError(f"{where}: duplicate cluster(s) {_duplicates(names)}")
+    return tuple(names), tuple(counts)
 
 
 def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
@@ -803,7 +839,13 @@ def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
         }
         for t in policy.tolerations
     ]
-    out["clusters"] = list(policy.clusters)
+    if policy.current_replicas is None:
+        out["clusters"] = list(policy.clusters)
+    else:
+        out["clusters"] = [
+            {"name": n, "replicas": r}
+            for n, r in zip(policy.clusters, policy.current_replicas, strict=True)
+        ]
     rs = policy.replica_scheduling
     if rs.type != "Duplicated" or rs.weights:
         rs_out: dict[str, object] = {"type": rs.type}

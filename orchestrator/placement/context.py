@@ -38,16 +38,20 @@ def minimum_share(workload: Workload) -> int:
 
 
 def credited_replicas(workload: Workload, cluster_name: str) -> int:
-    """Replicas assumed to run already on ``cluster_name`` (their usage is inside ``allocated``).
+    """Replicas running already on ``cluster_name`` (their usage is inside ``allocated``).
 
-    The snapshot records only *where* a workload runs, not how many replicas each cluster holds, so
-    a Duplicated workload is assumed to hold a full copy on every current cluster and a divided one
-    an even share, rounded down (rounding down never lets the batch overcommit).
+    The recorded count when the snapshot has one (``placement.clusters`` with replicas). Older
+    snapshots name the clusters only: then a Duplicated workload is assumed to hold a full copy
+    on every current cluster and a divided one an even share, rounded down (rounding down never
+    lets the batch overcommit).
     """
-    current = workload.placement.clusters
+    policy = workload.placement
+    current = policy.clusters
     if cluster_name not in current:
         return 0
-    if workload.placement.replica_scheduling.type == "Duplicated":
+    if policy.current_replicas is not None:
+        return policy.current_replicas[current.index(cluster_name)]
+    if policy.replica_scheduling.type == "Duplicated":
         return workload.replicas
     return workload.replicas // len(current)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.snapshot import Workload
-from orchestrator.placement import division
+from orchestrator.placement import division, stable
 from orchestrator.placement.profiles import Profile
 
 if TYPE_CHECKING:
@@ -58,27 +58,38 @@ def divide(
     if kind == "Duplicated":
         return [(i, replicas) for i in chosen], ""
     rooms = scheduler.ctx.rooms(view, chosen)
+    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
+    counts = view.placement.current()
+    held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
+    allocation: division.Allocation | None = None
     if kind == "Dynamic":
-        allocation = division.dynamic(replicas, scores, rooms, None)
+        if held:
+            allocation = stable.dynamic(replicas, scores, rooms, held)
+        if allocation is None:
+            allocation = division.dynamic(replicas, scores, rooms, None)
     elif kind == "Aggregated":
-        in_use = frozenset(current)
-        allocation = division.aggregated(
-            replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
-        )
+        if held:
+            allocation = stable.aggregated(replicas, scores, rooms, held)
+        if allocation is None:
+            in_use = frozenset(current)
+            allocation = division.aggregated(
+                replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
+            )
     else:
         triples = (
             [weighting.triples[i] for i in chosen]
             if weighting is not None
             else [(1, 0, None)] * len(chosen)
         )
-        allocation = division.weighted(
-            replicas,
-            scores,
-            [t[0] for t in triples],
-            rooms,
-            mins=[t[1] for t in triples],
-            maxs=[t[2] for t in triples],
-        )
+        weights = [t[0] for t in triples]
+        mins = [t[1] for t in triples]
+        maxs = [t[2] for t in triples]
+        if held:
+            allocation = stable.weighted(
+                replicas, scores, weights, rooms, held, mins=mins, maxs=maxs
+            )
+        if allocation is None:
+            allocation = division.weighted(replicas, scores, weights, rooms, mins=mins, maxs=maxs)
     assignment = [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0]
     if allocation.complete:
         return assignment, ""
