@@ -677,6 +677,7 @@ class CalibrationActivities:
         moved: list[str] = []
         stranded: list[str] = []
         unschedulable: list[str] = []
+        replicas_moved = 0
         for decision in result.decisions if result is not None else ():
             was_here = name in before.get(decision.workload, set())
             if decision.unschedulable:
@@ -686,6 +687,7 @@ class CalibrationActivities:
                 continue
             if was_here and name not in decision.replicas:
                 moved.append(decision.workload)
+            replicas_moved += decision.moved.replicas
             decisions.append(
                 PlacementDecisionInfo(
                     workload=decision.workload,
@@ -705,7 +707,11 @@ class CalibrationActivities:
         if write.conflicts:
             return write
         return ReplaceResult(
-            len(decisions), *lists, affected=len(affected), written=len(write.written)
+            len(decisions),
+            *lists,
+            affected=len(affected),
+            written=len(write.written),
+            replicas_moved=replicas_moved,
         )
 
     # ---------------------------------------------------------------- control plane
