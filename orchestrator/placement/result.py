@@ -80,15 +80,6 @@ class Moved:
             out["estimated"] = True
         return out
 
-    @property
-    def text(self) -> str:
-        """Compact form for tables: ``2 (a+2 b-2)``, ``0`` when nothing changes."""
-        changes = [f"{n}+{r}" for n, r in self.added] + [f"{n}-{r}" for n, r in self.removed]
-        if not changes:
-            return "0"
-        mark = "~" if self.estimated else ""
-        return f"{mark}{self.replicas} ({' '.join(sorted(changes))})"
-
 
 NOTHING_MOVED = Moved()
 

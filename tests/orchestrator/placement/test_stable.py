@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.cli.render import moved_text
 from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.placement import place, placement_to_json
 from orchestrator.placement.result import WorkloadDecision
@@ -225,7 +226,9 @@ def test_names_without_counts_divide_from_scratch_and_say_moved_is_estimated() -
     assert decision.replicas == {"a": 2, "b": 2, "c": 2}
     assert decision.moved.estimated
     assert dict(decision.moved.removed) == {"a": 1, "b": 1}
-    assert decision.moved.text == "~2 (a-1 b-1 c+2)"
+    (item,) = placement_to_json(place(snapshot_from_mapping(mapping)))["decisions"]
+    assert item["moved"]["estimated"] is True
+    assert moved_text(item) == "~2 (a-1 b-1 c+2)"
 
 
 def test_unschedulable_decision_moves_nothing() -> None:
