@@ -6,7 +6,7 @@ Every fleet here is written as the live fleet would be: the workload's current c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -58,6 +58,12 @@ def _fleet(
 
 def _decide(mapping: dict[str, Any]) -> WorkloadDecision:
     return place(snapshot_from_mapping(mapping)).decision("default/w")
+
+
+def _json(mapping: dict[str, Any]) -> Any:
+    """The one decision of ``calibrator place -o json`` for the fleet."""
+    (item,) = cast(list[Any], placement_to_json(place(snapshot_from_mapping(mapping)))["decisions"])
+    return item
 
 
 DYNAMIC = {"type": "Dynamic"}
@@ -226,7 +232,7 @@ def test_names_without_counts_divide_from_scratch_and_say_moved_is_estimated() -
     assert decision.replicas == {"a": 2, "b": 2, "c": 2}
     assert decision.moved.estimated
     assert dict(decision.moved.removed) == {"a": 1, "b": 1}
-    (item,) = placement_to_json(place(snapshot_from_mapping(mapping)))["decisions"]
+    item = _json(mapping)
     assert item["moved"]["estimated"] is True
     assert moved_text(item) == "~2 (a-1 b-1 c+2)"
 
@@ -240,12 +246,8 @@ def test_unschedulable_decision_moves_nothing() -> None:
 
 
 def test_json_reports_moved_per_decision() -> None:
-    snapshot = snapshot_from_mapping(
-        _fleet({"a": 4, "b": 2}, replicas=6, division=DYNAMIC, tainted=("b",))
-    )
-    (item,) = placement_to_json(place(snapshot))["decisions"]
+    item = _json(_fleet({"a": 4, "b": 2}, replicas=6, division=DYNAMIC, tainted=("b",)))
     assert item["moved"] == {"replicas": 2, "added": {"a": 1, "c": 1}, "removed": {"b": 2}}
-    fresh = _fleet({}, replicas=2, division=DYNAMIC)
-    (new,) = placement_to_json(place(snapshot_from_mapping(fresh)))["decisions"]
+    new = _json(_fleet({}, replicas=2, division=DYNAMIC))
     assert new["moved"]["replicas"] == 0 and new["moved"]["removed"] == {}
     assert sum(new["moved"]["added"].values()) == 2
