@@ -26,13 +26,14 @@ def _fleet(
     clusters: tuple[str, ...] = ("a", "b", "c"),
     tainted: tuple[str, ...] = (),
     max_clusters: int | None = None,
+    cpu: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     counts = current if isinstance(current, dict) else {}
     items = [
         {
             "name": name,
             "controlPlane": {"version": "v1.33.0"},
-            "capacity": {"cpu": "8", "memory": "64Gi"},
+            "capacity": {"cpu": (cpu or {}).get(name, "8"), "memory": "64Gi"},
             "allocated": {"cpu": str(counts.get(name, 0)), "memory": "0"},
             "taints": NOEXECUTE if name in tainted else [],
         }
@@ -117,6 +118,23 @@ CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, int], dict[str,
         {"a": 1, "c": 1},
         {"b": 2},
         2,
+    ),
+    (
+        # a now holds 4 cpu and runs 6: the 2 over move, divided by free room (b 6, c 8).
+        "dynamic: lost capacity moves only what no longer fits",
+        _fleet({"a": 6, "b": 2}, replicas=8, division=DYNAMIC, cpu={"a": "4"}),
+        {"a": 4, "b": 3, "c": 1},
+        {"b": 1, "c": 1},
+        {"a": 2},
+        2,
+    ),
+    (
+        "weighted: lost capacity moves only what no longer fits",
+        _fleet({"a": 3, "b": 3}, replicas=6, division={"type": "Weighted"}, cpu={"a": "2"}),
+        {"a": 2, "b": 3, "c": 1},
+        {"c": 1},
+        {"a": 1},
+        1,
     ),
     (
         "aggregated scale-up fills the cluster in use first",

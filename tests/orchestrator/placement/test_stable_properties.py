@@ -5,8 +5,9 @@ written back as its current placement and its usage added to ``allocated``, as t
 would be once the decision ran. Then:
 
 * placing the settled fleet again moves nothing;
-* a step that taints clusters NoExecute moves at most the replicas those clusters held, and
-  takes none from any other cluster;
+* a step that taints clusters NoExecute or takes capacity from them moves at most the replicas
+  the tainted clusters held plus those the shrunk clusters no longer hold, and takes none from
+  any other cluster;
 * a scale-up of a divided workload takes from no cluster, a scale-down adds to none. (A
   Duplicated workload is left out there: a full copy per cluster is its minimum share, so its
   replica count decides which clusters fit at all.)
@@ -118,20 +119,30 @@ def test_placing_its_own_result_again_moves_nothing(mapping: dict[str, Any]) -> 
 def test_a_step_moves_only_what_it_made_infeasible(mapping: dict[str, Any], data: Any) -> None:
     first = _placed(mapping)
     settled = _settled(mapping, first)
+    before = first.replicas
     names = [c["name"] for c in settled["clusters"]]
     tainted = data.draw(st.sets(st.sampled_from(names), max_size=len(names)))
+    # Capacity lost on some clusters: down to a number of replicas' worth below what they use.
+    sized = [c["name"] for c in settled["clusters"] if "capacity" in c]
+    shrunk = data.draw(st.dictionaries(st.sampled_from(sized), st.integers(0, 4))) if sized else {}
+    forced = sum(before.get(n, 0) for n in tainted)
     for item in settled["clusters"]:
         if item["name"] in tainted:
             item["taints"] = [{"key": "example.com/down", "effect": "NoExecute"}]
+        if item["name"] in shrunk:
+            used = int(item["allocated"]["cpu"].rstrip("m"))
+            item["capacity"]["cpu"] = f"{shrunk[item['name']] * CPU_PER_REPLICA}m"
+            if item["name"] not in tainted:
+                over = max(0, used - shrunk[item["name"]] * CPU_PER_REPLICA)
+                forced += min(before.get(item["name"], 0), -(-over // CPU_PER_REPLICA))
     after = _place(settled)
     assume(not after.unschedulable)
-    before = first.replicas
-    forced = sum(before.get(n, 0) for n in tainted)
     assert after.moved.replicas <= forced
     for name, replicas in before.items():
-        if name not in tainted:
+        if name not in tainted and name not in shrunk:
             assert after.replicas.get(name, 0) >= replicas, (name, before, after.replicas)
-    assert dict(after.moved.removed) == {n: before[n] for n in tainted if before.get(n)}
+    if not shrunk:
+        assert dict(after.moved.removed) == {n: before[n] for n in tainted if before.get(n)}
 
 
 @settings(max_examples=300, deadline=None)
