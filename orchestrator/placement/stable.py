@@ -129,6 +129,12 @@ def weighted(
     kept = {p: r for p, r in _capped(held, caps).items() if weights[p] > 0 or mins[p] > 0}
     if not kept or not webster_consistent(kept, weights, caps, mins):
         return None
+    if any(
+        low > kept.get(p, 0) and (caps[p] is None or (caps[p] or 0) > kept.get(p, 0))
+        for p, low in enumerate(mins)
+        if low > 0
+    ):
+        return None  # a cluster below its minimum (a new or raised minReplicas): from scratch
     total = sum(kept.values())
     if total == replicas:
         return Allocation(kept, 0)

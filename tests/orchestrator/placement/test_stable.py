@@ -179,6 +179,26 @@ CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, int], dict[str,
         2,
     ),
     (
+        # A new minimum on c (which runs none): the policy changed, so it is divided afresh.
+        "weighted: a new minReplicas is honoured",
+        _fleet(
+            {"a": 2, "b": 2},
+            replicas=4,
+            division={
+                "type": "Weighted",
+                "weights": [
+                    {"cluster": "a", "weight": 1},
+                    {"cluster": "b", "weight": 1},
+                    {"cluster": "c", "weight": 1, "minReplicas": 2},
+                ],
+            },
+        ),
+        {"a": 1, "b": 1, "c": 2},
+        {"c": 2},
+        {"a": 1, "b": 1},
+        2,
+    ),
+    (
         "weighted: a weight set to 0 empties that cluster only",
         _fleet({"a": 2, "b": 2, "c": 2}, replicas=6, division=_weights(a=0, b=1, c=1)),
         {"b": 3, "c": 3},

@@ -5,9 +5,10 @@ written back as its current placement and its usage added to ``allocated``, as t
 would be once the decision ran. Then:
 
 * placing the settled fleet again moves nothing;
-* a step that taints clusters NoExecute or takes capacity from them moves at most the replicas
-  the tainted clusters held plus those the shrunk clusters no longer hold, and takes none from
-  any other cluster;
+* a step that taints clusters NoExecute, takes capacity from them or lowers ``maxClusters``
+  moves at most the replicas the tainted clusters held, those the shrunk clusters no longer hold
+  and those on the clusters the lower ``maxClusters`` drops, and takes none from any cluster the
+  workload keeps;
 * a scale-up of a divided workload takes from no cluster, a scale-down adds to none. (A
   Duplicated workload is left out there: a full copy per cluster is its minimum share, so its
   replica count decides which clusters fit at all.)
@@ -135,13 +136,22 @@ def test_a_step_moves_only_what_it_made_infeasible(mapping: dict[str, Any], data
             if item["name"] not in tainted:
                 over = max(0, used - shrunk[item["name"]] * CPU_PER_REPLICA)
                 forced += min(before.get(item["name"], 0), -(-over // CPU_PER_REPLICA))
+    # A changed constraint: maxClusters lowered below the clusters in use.
+    policy = settled["workloads"][0]["placement"]
+    used = len(before)
+    lowered = used > 1 and data.draw(st.booleans())
+    if lowered:
+        policy["maxClusters"] = data.draw(st.integers(1, used - 1))
     after = _place(settled)
     assume(not after.unschedulable)
+    if lowered:
+        # The constraint forces off whatever the clusters it drops ran.
+        forced += sum(r for n, r in before.items() if n not in after.replicas and n not in tainted)
     assert after.moved.replicas <= forced
     for name, replicas in before.items():
-        if name not in tainted and name not in shrunk:
+        if name not in tainted and name not in shrunk and (not lowered or name in after.replicas):
             assert after.replicas.get(name, 0) >= replicas, (name, before, after.replicas)
-    if not shrunk:
+    if not shrunk and not lowered:
         assert dict(after.moved.removed) == {n: before[n] for n in tainted if before.get(n)}
 
 
