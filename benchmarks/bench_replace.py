@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.clusters} clusters, {args.workloads} workloads, calibrated to {args.target}\n")
     print(
         "| current placement | placements | replicas moved | forced by the steps | "
-        "moved off usable clusters | placement s |"
+        "moved off usable clusters | placement CPU s |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     for counts, label in ((True, "names + replicas (stable)"), (False, "names only (scratch)")):

@@ -10,7 +10,7 @@ reasons are ten million strings (a gigabyte of JSON) that a plain ``place`` neve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -98,11 +98,22 @@ def current_replicas(workload: Workload) -> tuple[dict[str, int], bool]:
 
 
 def moved_between(
-    before: Mapping[str, int], after: Mapping[str, int], estimated: bool = False
+    before: Mapping[str, int], after: Sequence[ClusterReplicas], estimated: bool = False
 ) -> Moved:
-    """The per-cluster difference from ``before`` to ``after``."""
-    added = sorted((n, r - before.get(n, 0)) for n, r in after.items() if r > before.get(n, 0))
-    removed = sorted((n, r - after.get(n, 0)) for n, r in before.items() if r > after.get(n, 0))
+    """The per-cluster difference from ``before`` to the decision's lines ``after``.
+
+    One pass over the lines (a Duplicated decision can span the whole fleet, so no dict of
+    them is built); ``added`` keeps the lines' (name) order, ``removed`` is sorted.
+    """
+    added: list[tuple[str, int]] = []
+    kept: dict[str, int] = {}
+    for name, replicas in after:
+        held = before.get(name, 0)
+        if held:
+            kept[name] = replicas
+        if replicas > held:
+            added.append((name, replicas - held))
+    removed = sorted((n, r - kept.get(n, 0)) for n, r in before.items() if r > kept.get(n, 0))
     if not added and not removed:
         return NOTHING_MOVED if not estimated else Moved(estimated=True)
     return Moved(tuple(added), tuple(removed), estimated)
@@ -158,7 +169,7 @@ class WorkloadDecision:
         before, estimated = current_replicas(self.origin)
         if not before and not self.clusters:
             return NOTHING_MOVED
-        return moved_between(before, {c.name: c.replicas for c in self.clusters}, estimated)
+        return moved_between(before, self.clusters, estimated)
 
     @property
     def replicas(self) -> dict[str, int]:
