@@ -49,7 +49,7 @@ What it reads and writes:
   ``orchestrator.kube.fleetapi``): workloads are the FleetWorkloads of the same namespace scope (one
   LIST); a FleetWorkload's ``status.clusters`` (the last decision, replicas per cluster) is its
   current ``placement.clusters`` with counts, and current clusters that are not clusters of the
-  inventory are dropped (``current_on_inventory``: a deleted cluster runs nothing). ``write_placement`` server-side applies, per workload,
+  inventory are dropped (``fleetapi.current_on_inventory``: a deleted cluster runs nothing). ``write_placement`` server-side applies, per workload,
   the ``status.decisions`` of its PlacementDecision (same name, owned by the FleetWorkload;
   ``{clusterName, replicas, reason}`` strings, the Argo CD clusterDecisionResource duck type) and
   the FleetWorkload's status, only where the decision changed and conditionally on the
@@ -76,7 +76,7 @@ import hashlib
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -157,23 +157,6 @@ def _parseable(versions: set[str]) -> list[str]:
             continue
         out.append(version)
     return out
-
-
-def current_on_inventory(entry: dict[str, Any], clusters: Collection[str]) -> dict[str, Any]:
-    """A workload entry whose current placement keeps only clusters of the inventory.
-
-    A deleted (or not yet calibratable) cluster runs nothing this run can see: its replicas,
-    with their counts, drop out of the current placement, so re-placement finds them a home and
-    reports them as moved. Names and ``{name, replicas}`` entries are both kept as they are.
-    """
-    placement = entry.get("placement")
-    if placement and placement.get("clusters"):
-        placement["clusters"] = [
-            c
-            for c in placement["clusters"]
-            if (c.get("name") if isinstance(c, Mapping) else c) in clusters
-        ]
-    return entry
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -613,7 +596,9 @@ class KubeFleetBackend:
             namespaces[name] = cns
         workloads = []
         for obj in fleet_workloads:
-            workloads.append(current_on_inventory(fleetapi.workload_entry(obj), namespaces))
+            workloads.append(
+                fleetapi.current_on_inventory(fleetapi.workload_entry(obj), namespaces)
+            )
         ordered = sorted(_parseable(versions), key=KubeVersion.parse)
         try:
             snapshot = snapshot_from_mapping(

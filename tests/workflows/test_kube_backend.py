@@ -371,25 +371,6 @@ def test_current_placement_comes_from_the_last_decision_and_drops_unknown_cluste
     assert inv.snapshot.workloads[0].placement.current_replicas == (3,)
 
 
-@pytest.mark.parametrize(
-    ("clusters", "kept"),
-    [
-        (["c1", "gone"], ["c1"]),
-        (
-            [{"name": "gone", "replicas": 2}, {"name": "c1", "replicas": 0}],
-            [{"name": "c1", "replicas": 0}],
-        ),
-        ([], []),
-    ],
-)
-def test_current_on_inventory_keeps_only_inventory_clusters(
-    clusters: list[Any], kept: list[Any]
-) -> None:
-    entry = {"name": "w", "placement": {"clusters": clusters}}
-    assert kube_backend.current_on_inventory(entry, {"c1"})["placement"]["clusters"] == kept
-    assert kube_backend.current_on_inventory({"name": "w"}, {"c1"}) == {"name": "w"}
-
-
 def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]

@@ -106,6 +106,25 @@ def test_status_clusters_are_the_current_placement() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("clusters", "kept"),
+    [
+        (["c1", "gone"], ["c1"]),
+        (
+            [{"name": "gone", "replicas": 2}, {"name": "c1", "replicas": 0}],
+            [{"name": "c1", "replicas": 0}],
+        ),
+        ([], []),
+    ],
+)
+def test_current_on_inventory_keeps_only_inventory_clusters(
+    clusters: list[Any], kept: list[Any]
+) -> None:
+    entry = {"name": "w", "placement": {"clusters": clusters}}
+    assert fleetapi.current_on_inventory(entry, {"c1"})["placement"]["clusters"] == kept
+    assert fleetapi.current_on_inventory({"name": "w"}, {"c1"}) == {"name": "w"}
+
+
 def test_default_workload_is_a_minimal_object() -> None:
     obj = fleetapi.fleet_workload(Workload("w", "n"))
     assert obj["spec"] == {"apis": [], "replicas": 1, "placement": {}}
