@@ -71,13 +71,26 @@ class CalibrationPlan:
         return tuple(out)
 
 
-def select_clusters(snapshot: FleetSnapshot, selector: LabelSelector | None) -> tuple[Cluster, ...]:
-    """Clusters the calibration covers; an empty selection is bad input, not an empty run."""
-    if selector is None or selector.is_empty():
-        return snapshot.clusters
-    chosen = tuple(c for c in snapshot.clusters if selector.matches(c.labels))
-    if not chosen:
-        raise InputError(f"selector {selector.describe()} matches no cluster")
+def select_clusters(
+    snapshot: FleetSnapshot,
+    selector: LabelSelector | None,
+    scope: frozenset[str] | None = None,
+) -> tuple[Cluster, ...]:
+    """Clusters the calibration covers; an empty selection is bad input, not an empty run.
+
+    ``scope`` (names) narrows further: a continuous calibration covers the clusters that broke
+    its policy. A scoped cluster deleted since is simply absent; if none is left, that is bad
+    input like an empty selector.
+    """
+    chosen = snapshot.clusters
+    if selector is not None and not selector.is_empty():
+        chosen = tuple(c for c in chosen if selector.matches(c.labels))
+        if not chosen:
+            raise InputError(f"selector {selector.describe()} matches no cluster")
+    if scope is not None:
+        chosen = tuple(c for c in chosen if c.name in scope)
+        if not chosen:
+            raise InputError(f"none of the {len(scope)} scoped cluster(s) is in the fleet")
     return chosen
 
 
@@ -98,10 +111,11 @@ def plan_calibration(
     target: KubeVersion,
     strategy: Strategy = DEFAULT_STRATEGY,
     selector: LabelSelector | None = None,
+    scope: frozenset[str] | None = None,
 ) -> CalibrationPlan:
-    """Plan a calibration of the selected clusters to ``target``."""
+    """Plan a calibration of the selected (and scoped) clusters to ``target``."""
     check_target(target, snapshot.available_versions)
-    clusters = select_clusters(snapshot, selector)
+    clusters = select_clusters(snapshot, selector, scope)
     plans = {
         c.name: plan_cluster(
             c, target, snapshot.available_versions, allow_prereleases=strategy.allow_prereleases

@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from collections import OrderedDict
+import json
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -34,6 +36,8 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.compatibility import cluster_findings
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.policy import PolicyEvaluation, policy_from_mapping
+from orchestrator.domain.policy import evaluate_policy as evaluate_fleet_policy
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.snapshot import (
     Cluster,
@@ -47,9 +51,11 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.placement import place
 from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
+from workflows import metrics
 from workflows.backend import FleetBackend, NotFoundError
 from workflows.model import (
     SAMPLE_LIMIT,
+    CalibrationGroup,
     CheckInput,
     CheckResult,
     ClusterLocation,
@@ -61,6 +67,7 @@ from workflows.model import (
     ClusterState,
     ClusterUpgradePlan,
     ComponentObservation,
+    EvaluateInput,
     FindingInfo,
     FindingPlan,
     FleetPlan,
@@ -74,11 +81,13 @@ from workflows.model import (
     PlanInput,
     PlanRef,
     PlanSummary,
+    PolicyReport,
     PoolVersion,
     PreflightInput,
     PreflightResult,
     ReplaceInput,
     ReplaceResult,
+    ScopeRef,
     StagePlan,
     StageSummary,
     StepPlan,
@@ -87,6 +96,7 @@ from workflows.model import (
     TaintResult,
     VerifyInput,
     VerifyResult,
+    ViolationInfo,
     WaitControlPlaneInput,
     WaitProgress,
     WaitResult,
@@ -295,6 +305,20 @@ def decode_plan(data: bytes) -> FleetPlan:
     return plan
 
 
+def encode_scope(names: Sequence[str]) -> tuple[str, bytes]:
+    """(SHA-256 hex, bytes) of a sorted JSON list of cluster names: a calibration's scope."""
+    data = json.dumps(sorted(names), separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def decode_scope(data: bytes) -> list[str]:
+    """Inverse of ``encode_scope`` (a stored scope is written by us; anything else is corrupt)."""
+    names = json.loads(data)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ApplicationError("stored scope is not a list of cluster names", type=NOT_FOUND)
+    return names
+
+
 def summarize_plan(
     plan: FleetPlan, ref: PlanRef, skipped: Mapping[str, str] | None = None
 ) -> PlanSummary:
@@ -373,6 +397,30 @@ def summarize_plan(
         unassigned=plan.unassigned[:SAMPLE_LIMIT],
         findings=len(plan.findings),
         max_failures=plan.max_failures,
+        finding_actions=dict(sorted(Counter(f.action for f in plan.findings).items())),
+    )
+
+
+_STATE_RANK = {"due": 0, "busy": 1, "deferred": 2, "unfixable": 3}
+
+
+def _violation_sample(result: PolicyEvaluation) -> tuple[ViolationInfo, ...]:
+    """At most SAMPLE_LIMIT violators, those a calibration starts for first, then by name."""
+    ordered = sorted(result.violating, key=lambda v: (_STATE_RANK[v.state()], v.name))
+    return tuple(
+        ViolationInfo(
+            cluster=v.name,
+            state=v.state(),
+            goal="" if v.goal is None else str(v.goal),
+            rules=tuple(x.rule for x in v.violations),
+            message="; ".join(
+                [x.message for x in v.violations]
+                + ([f"unfixable: {v.unfixable}"] if v.unfixable else [])
+                + ([f"being upgraded by {v.busy}"] if v.busy else [])
+            ),
+            opens_at=v.opens_at,
+        )
+        for v in ordered[:SAMPLE_LIMIT]
     )
 
 
@@ -431,6 +479,7 @@ class CalibrationActivities:
         """Every activity, for ``Worker(activities=...)``."""
         return [
             self.plan_fleet,
+            self.evaluate_policy,
             self.wave,
             self.cluster_plan,
             self.locate_cluster,
@@ -475,6 +524,16 @@ class CalibrationActivities:
             raise ApplicationError(f"stored plan {ref.digest} is corrupt", type=NOT_FOUND)
         return self._remember(ref.digest, _index(decode_plan(data)))
 
+    async def _scope(self, ref: ScopeRef) -> frozenset[str]:
+        """The stored cluster names of a scoped calibration, verified against the digest."""
+        try:
+            data = await self._backend.get_blob(ref.digest)
+        except NotFoundError as err:
+            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+        if hashlib.sha256(data).hexdigest() != ref.digest:
+            raise ApplicationError(f"stored scope {ref.digest} is corrupt", type=NOT_FOUND)
+        return frozenset(decode_scope(data))
+
     @activity.defn(name="plan_fleet")
     async def plan_fleet(self, input: PlanInput) -> PlanSummary:
         """Inventory (unless a snapshot is given), plan, store the plan; return its summary.
@@ -501,7 +560,8 @@ class CalibrationActivities:
             target = KubeVersion.parse(input.target)
             strategy = load_strategy_document(input.strategy)
             selector = parse_selector_string(input.selector) if input.selector else None
-            result = plan_calibration(snapshot, target, strategy, selector)
+            scope = None if input.scope is None else await self._scope(input.scope)
+            result = plan_calibration(snapshot, target, strategy, selector, scope)
             plan = fleet_plan(result, snapshot, strategy, input.calibration_id, namespaces)
         except InputError as err:
             _invalid(str(err))
@@ -509,6 +569,41 @@ class CalibrationActivities:
         await self._backend.put_blob(digest, data)
         self._remember(digest, _index(plan))
         return summarize_plan(plan, PlanRef(digest, len(data)), skipped)
+
+    @activity.defn(name="evaluate_policy")
+    async def evaluate_policy(self, input: EvaluateInput) -> PolicyReport:
+        """Inventory the fleet, evaluate the policy, store each calibration's scope by digest.
+
+        Only the bounded report enters history (counts, one reference per goal version, a
+        sample of violators), never the inventory or the full list of violating clusters.
+        """
+        try:
+            policy = policy_from_mapping(input.policy)
+            try:
+                inv = await self._backend.inventory()
+            except NotFoundError as err:
+                raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+            result = evaluate_fleet_policy(inv.snapshot, policy, input.now)
+        except InputError as err:
+            _invalid(str(err))
+        groups = []
+        for goal, names in result.due_groups():
+            digest, data = encode_scope(names)
+            await self._backend.put_blob(digest, data)
+            groups.append(
+                CalibrationGroup(str(goal), ScopeRef(digest, len(names)), names[:SAMPLE_LIMIT])
+            )
+        return PolicyReport(
+            policy=policy.describe(),
+            newest=str(result.newest),
+            checked=result.checked,
+            violating=len(result.violating),
+            counts=result.counts(),
+            groups=tuple(groups),
+            sample=_violation_sample(result),
+            next_opening=result.next_opening(),
+            skipped=len(inv.skipped),
+        )
 
     @activity.defn(name="wave")
     async def wave(self, input: WaveInput) -> WaveSlice:
@@ -635,7 +730,24 @@ class CalibrationActivities:
         that differ from the stored ones are written. Each write is a compare-and-swap on the
         workload's version as this inventory read it; a workload another cluster's placement
         changed meanwhile is re-read and recomputed (a few rounds, then a retryable failure).
+
+        Every run is counted with its outcome and latency (``workflows.metrics``).
         """
+        began = time.monotonic()
+        outcome = metrics.ERROR
+        try:
+            result = await self._replace_rounds(input)
+            blocked = bool(result.stranded and input.upcoming_version)
+            outcome = metrics.BLOCKED if blocked else metrics.PLACED
+            return result
+        except ApplicationError as err:
+            if err.type == PLACEMENT_CONFLICT:
+                outcome = metrics.CONFLICT
+            raise
+        finally:
+            metrics.PlacementMetrics(activity.metric_meter()).run(outcome, time.monotonic() - began)
+
+    async def _replace_rounds(self, input: ReplaceInput) -> ReplaceResult:
         written = 0
         conflicts = 0
         for _ in range(PLACEMENT_ROUNDS):

@@ -39,7 +39,7 @@ import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.selectors import LabelSelector
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow
-    from workflows import search_attributes
+    from workflows import metrics, search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
     from workflows.model import (
         FAILED_CLUSTER_STATES,
@@ -218,6 +218,8 @@ class ClusterUpgrade:
         self._waiting = False
         self._decision: Decision | None = None
         self._phase_attr = ClusterState.PENDING
+        self._tainted_at: datetime | None = None  # workflow time of the first add_taint
+        self._metrics: metrics.ClusterMetrics | None = None
 
     def _initial_progress(self, plan: ClusterUpgradePlan) -> ClusterProgress:
         return ClusterProgress(
@@ -343,18 +345,29 @@ class ClusterUpgrade:
             time_added=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
 
+    def _meter(self) -> metrics.ClusterMetrics:
+        if self._metrics is None:
+            self._metrics = metrics.ClusterMetrics(workflow.metric_meter())
+        return self._metrics
+
     async def _add_taint(self) -> None:
         # Counted as tainted before the call: if it fails we cannot know whether it was written.
         self._set(tainted=True)
+        if self._tainted_at is None:
+            self._tainted_at = workflow.now()
         await workflow.execute_activity_method(
             CalibrationActivities.add_taint, self._taint(), **_short_options(self._input.options)
         )
 
-    async def _remove_taint(self) -> None:
+    async def _remove_taint(self, outcome: str = metrics.UPGRADED) -> None:
         await workflow.execute_activity_method(
             CalibrationActivities.remove_taint, self._taint(), **_short_options(self._input.options)
         )
         self._set(tainted=False)
+        if self._tainted_at is not None:
+            gated = workflow.now() - self._tainted_at
+            self._meter().taint_removed(outcome, gated.total_seconds())
+            self._tainted_at = None
 
     async def _place(
         self, what: str, upcoming: str | None, step_id: str = "", index: int | None = None
@@ -476,6 +489,7 @@ class ClusterUpgrade:
         ``step`` is the index of the planned step ``part`` runs (None for bookkeeping parts).
         """
         while True:
+            attempt_began = workflow.now()
             if step is not None:
                 current = self._progress.steps[step]
                 self._step(
@@ -492,6 +506,7 @@ class ClusterUpgrade:
                 message = f"{label}: {describe_failure(err)}"
                 if step is not None:
                     self._step(step, state=StepState.FAILED, message=message)
+                    self._record_step(step, metrics.FAILED, attempt_began)
                 decision = await self._wait_for_decision(message)
                 if decision.action == "retry":
                     continue
@@ -499,8 +514,13 @@ class ClusterUpgrade:
                 return False
             if step is not None:
                 self._step(step, state=StepState.SUCCEEDED, activity="", finished_at=workflow.now())
+                self._record_step(step, metrics.SUCCEEDED, attempt_began)
                 await self._update(message=f"{label}: done")
             return True
+
+    def _record_step(self, index: int, outcome: str, began: datetime) -> None:
+        seconds = (workflow.now() - began).total_seconds()
+        self._meter().step(self._plan.steps[index].component, outcome, seconds)
 
     async def _wait_for_decision(self, message: str) -> Decision:
         self._waiting = True
@@ -541,7 +561,7 @@ class ClusterUpgrade:
 
     async def _try_untaint(self) -> str:
         try:
-            await self._remove_taint()
+            await self._remove_taint(metrics.RELEASED)
         except ActivityError as err:
             return f"; could not remove the taint ({describe_failure(err)})"
         return "; taint removed (nothing was patched)"
@@ -671,6 +691,7 @@ class FleetCalibration:
         current = info.typed_search_attributes.get(search_attributes.CALIBRATION_PHASE)
         self._phase_attr: Phase | None = Phase(current) if current in set(Phase) else None
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._metrics: metrics.FleetMetrics | None = None
 
     # ------------------------------------------------------------------ derived state
 
@@ -950,6 +971,7 @@ class FleetCalibration:
             self._touch()
             self._plan = await self._make_plan(input)
             self._init_progress(self._plan)
+            self._meter().findings(self._plan.finding_actions)
         plan = self._plan
         self._touch()
         while self._progress.stage_index < len(plan.stages) and not self._must_stop():
@@ -990,6 +1012,7 @@ class FleetCalibration:
                     snapshot=input.snapshot,
                     strategy=input.strategy,
                     selector=input.selector,
+                    scope=input.scope,
                 ),
                 **_short_options(input.options),
             )
@@ -1376,8 +1399,17 @@ class FleetCalibration:
             counts=dict(sorted(self._counts.items())),
         )
 
+    def _meter(self) -> metrics.FleetMetrics:
+        if self._metrics is None:
+            self._metrics = metrics.FleetMetrics(
+                workflow.metric_meter(),
+                workflow.info().workflow_id,
+                lambda: not workflow.unsafe.is_replaying(),
+            )
+        return self._metrics
+
     def _touch(self, message: str | None = None) -> None:
-        """Record a change: timestamp, phase search attribute, and the UI's current details."""
+        """Record a change: timestamp, phase attribute, UI details, clusters-by-phase gauge."""
         changes: dict[str, Any] = {"updated_at": workflow.now()}
         if message is not None:
             changes["message"] = message
@@ -1389,6 +1421,7 @@ class FleetCalibration:
                 [search_attributes.CALIBRATION_PHASE.value_set(phase.value)]
             )
         workflow.set_current_details(self._details(phase))
+        self._meter().clusters(self._counts)
 
     def _details(self, phase: Phase) -> str:
         counts = self._counts

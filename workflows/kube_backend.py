@@ -8,15 +8,16 @@ is synchronous: every protocol method runs its calls in a thread (``asyncio.to_t
 
 What it reads and writes:
 
-* **Inventory**: one LIST per kind (ClusterClasses for ``availableVersions``, Clusters,
-  KubeadmControlPlanes, MachineDeployments, FleetWorkloads), in one namespace or all. No
-  per-object GETs. Clusters being deleted are left out.
+* **Inventory**: ``orchestrator.kube.inventory.read_fleet``, the code path the CLI's live mode
+  uses too: one paginated LIST per kind, in one namespace or all, no per-object GETs, no
+  workload-cluster probing (``observe`` reads each cluster when a step needs it). Its rules
+  (declared versions, clusters left out and why) are in ``orchestrator.kube.fleetmap``.
 * **Declared versions**: a managed topology declares its control plane in
   ``Cluster.spec.topology.version``; its MachineDeployments follow that version unless their
   MachineDeployment topology (``spec.topology.workers.machineDeployments[]``) defers the upgrade
   (CAPI's ``topology.cluster.x-k8s.io/defer-upgrade``, or ``hold-upgrade-sequence`` on it or on an
-  entry listed before it): a deferred pool declares its own ``spec.template.spec.version``. Other
-  clusters declare ``KubeadmControlPlane.spec.version`` and
+  entry listed before it): a deferred pool declares its own ``spec.template.spec.version``
+  (``capi.pool_declared``). Other clusters declare ``KubeadmControlPlane.spec.version`` and
   ``MachineDeployment.spec.template.spec.version``.
 * **Efficient topology upgrades**: a control-plane step on a managed topology moves
   ``topology.version`` and, in the same patch, sets ``defer-upgrade`` (value
@@ -48,8 +49,7 @@ What it reads and writes:
 * **Workloads and placement decisions** (``calibrator.dev/v1alpha1``, through
   ``orchestrator.kube.fleetapi``): workloads are the FleetWorkloads of the same namespace scope (one
   LIST); a FleetWorkload's ``status.clusters`` (the last decision, replicas per cluster) is its
-  current ``placement.clusters`` with counts, and current clusters that are not clusters of the
-  inventory are dropped (``fleetapi.current_on_inventory``: a deleted cluster runs nothing). ``write_placement`` server-side applies, per workload,
+  current ``placement.clusters`` with counts (see ``fleetmap``). ``write_placement`` server-side applies, per workload,
   the ``status.decisions`` of its PlacementDecision (same name, owned by the FleetWorkload;
   ``{clusterName, replicas, reason}`` strings, the Argo CD clusterDecisionResource duck type) and
   the FleetWorkload's status, only where the decision changed and conditionally on the
@@ -73,7 +73,6 @@ import base64
 import copy
 import gzip
 import hashlib
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -81,8 +80,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
     TAINTS_ANNOTATION,
@@ -95,8 +92,17 @@ from orchestrator.domain.taints import (
     without_taint,
 )
 from orchestrator.domain.versions import KubeVersion, VersionError
-from orchestrator.kube import capi, fleetapi, workload
-from orchestrator.kube.client import FIELD_MANAGER, api_client, dynamic
+from orchestrator.kube import capi, fleetapi, inventory, workload
+from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from orchestrator.kube.client import (
+    FIELD_MANAGER,
+    RequestObserver,
+    api_client,
+    dynamic,
+    list_pages,
+    observe_requests,
+)
+from orchestrator.kube.fleetmap import InventoryError
 from workflows.backend import BackendError, Inventory, NotFoundError
 from workflows.model import (
     ClusterObservation,
@@ -106,18 +112,14 @@ from workflows.model import (
     PlacementWrite,
     TaintInfo,
 )
+from workflows.telemetry import request_spans
 
 STEP_ANNOTATION = "calibrator.dev/step"
-# CAPI's MachineDeployment-topology knobs (sigs.k8s.io/cluster-api api/core/v1beta2, v1.13).
-DEFER_ANNOTATION = "topology.cluster.x-k8s.io/defer-upgrade"
-HOLD_ANNOTATION = "topology.cluster.x-k8s.io/hold-upgrade-sequence"
-TOPOLOGY_MD_LABEL = "topology.cluster.x-k8s.io/deployment-name"
 # The Cluster webhook rejects a new topology.version while MachineDeployments are not at the old
 # one, deferred or not; this annotation is CAPI's documented way past that check.
 UNSAFE_VERSION_ANNOTATION = "unsafe.topology.cluster.x-k8s.io/disable-update-version-check"
 BYPASS_MARKER = "calibrator.dev/version-check-bypass"  # we set UNSAFE_VERSION_ANNOTATION (step id)
 DEFER_PREFIX = "calibrator.dev:"  # value of a defer-upgrade annotation the calibrator set
-CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 MERGE_PATCH = "application/merge-patch+json"
@@ -133,30 +135,6 @@ T = TypeVar("T")
 def _status_code(err: BaseException) -> int | None:
     status = getattr(err, "status", None)
     return status if isinstance(status, int) else None
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _checked_version(version: object, what: str) -> None:
-    """InputError unless ``version`` parses (the reason names the object)."""
-    try:
-        KubeVersion.parse(version)
-    except InputError as err:
-        raise InputError(f"{what}: {err}") from None
-
-
-def _parseable(versions: set[str]) -> list[str]:
-    """ClusterClass versions that parse; a foreign typo must not hide the whole fleet."""
-    out = []
-    for version in versions:
-        try:
-            KubeVersion.parse(version)
-        except InputError:
-            continue
-        out.append(version)
-    return out
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -176,20 +154,6 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
-_WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")
-
-
-def _name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str | None:
-    """Snapshot errors say ``workloads[3].placement...``; name the FleetWorkload instead."""
-    match = _WORKLOAD_PATH.match(message)
-    if not match or int(match.group(1)) >= len(workloads):
-        return None
-    w = workloads[int(match.group(1))]
-    rest = message[match.end() :]
-    where = f"FleetWorkload {w.get('namespace')}/{w.get('name')}"
-    return f"{where}: spec{rest}" if rest.startswith((".", "[")) else f"{where}{rest}"
-
-
 @dataclass(frozen=True)
 class PatchRecord:
     """A write of a version the backend performed (tests assert no step is applied twice)."""
@@ -205,11 +169,21 @@ class KubeFleetBackend:
     """Implements ``workflows.backend.FleetBackend`` against a management cluster.
 
     ``namespace`` limits the fleet to one namespace (None: every namespace); ``dyn`` replaces
-    the dynamic client built from ``mgmt`` (unit tests pass a fake).
+    the dynamic client built from ``mgmt`` (unit tests pass a fake). With an OpenTelemetry
+    ``tracer`` every protocol call is a ``kube.<operation>`` span (a child of the activity's span)
+    and every HTTP request to the management or a workload cluster a CLIENT span under it; without
+    one nothing is traced and nothing of OpenTelemetry is imported.
     """
 
-    def __init__(self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None) -> None:
+    def __init__(
+        self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None, tracer: Any = None
+    ) -> None:
         self._mgmt = mgmt
+        self._tracer = tracer
+        self._observer: RequestObserver | None = None
+        if tracer is not None:
+            self._observer = request_spans(tracer)
+            observe_requests(mgmt, self._observer)
         self._dyn = dyn if dyn is not None else dynamic(mgmt)
         self._namespace = namespace
         self._lock = threading.Lock()
@@ -245,13 +219,7 @@ class KubeFleetBackend:
     def _list(
         self, kind: tuple[str, str], namespace: str | None, label_selector: str = ""
     ) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {}
-        if namespace:
-            kwargs["namespace"] = namespace
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        items: list[dict[str, Any]] = self._res(kind).get(**kwargs).to_dict()["items"]
-        return items
+        return list_pages(self._res(kind), namespace=namespace, label_selector=label_selector)
 
     def _get(self, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
         try:
@@ -313,6 +281,8 @@ class KubeFleetBackend:
             api = self._workload_clients.get(key)
         if api is None:
             api = workload.workload_client(self._mgmt, namespace, cluster)
+            if self._observer is not None:
+                observe_requests(api, self._observer)
             with self._lock:
                 self._workload_clients[key] = api
         return api
@@ -325,51 +295,6 @@ class KubeFleetBackend:
             with self._lock:
                 self._workload_clients.pop((namespace, cluster), None)
             return None
-
-    @staticmethod
-    def _topology(cluster: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        topo = (cluster.get("spec") or {}).get("topology")
-        return topo if topo and topo.get("version") else None
-
-    @staticmethod
-    def _md_version(md: Mapping[str, Any]) -> str:
-        return str(
-            (((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version")
-        )
-
-    @staticmethod
-    def _md_topologies(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``spec.topology.workers.machineDeployments`` (empty without a topology)."""
-        topo = (cluster.get("spec") or {}).get("topology") or {}
-        return list((topo.get("workers") or {}).get("machineDeployments") or [])
-
-    @staticmethod
-    def _deferred(topologies: Sequence[Mapping[str, Any]], name: str) -> bool:
-        """CAPI's isMachineDeploymentDeferred for the MachineDeployment topology ``name``.
-
-        Deferred: defer-upgrade or hold-upgrade-sequence on the entry, or hold-upgrade-sequence
-        on an entry listed before it.
-        """
-        for entry in topologies:
-            annotations = (entry.get("metadata") or {}).get("annotations") or {}
-            if entry.get("name") == name:
-                return DEFER_ANNOTATION in annotations or HOLD_ANNOTATION in annotations
-            if HOLD_ANNOTATION in annotations:
-                return True
-        return False
-
-    def _pool_declared(self, cluster: Mapping[str, Any], md: Mapping[str, Any]) -> str:
-        """The version a pool declares: its own, or topology.version for a managed topology.
-
-        A deferred topology pool keeps its own version (CAPI leaves it where it is).
-        """
-        topo = self._topology(cluster)
-        if not topo:
-            return self._md_version(md)
-        name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
-        if not name or self._deferred(self._md_topologies(cluster), str(name)):
-            return self._md_version(md)
-        return str(topo["version"])
 
     # ------------------------------------------------------------------ observation (sync)
 
@@ -406,7 +331,7 @@ class KubeFleetBackend:
     def _observe(self, ref: ClusterRef) -> ClusterObservation:
         ns, cluster = self._cluster(ref)
         name = ref.name
-        topo = self._topology(cluster)
+        topo = capi.topology(cluster)
         kcp = self._get(capi.KUBEADM_CONTROL_PLANE, ns, self._kcp_name(cluster))
         selector = f"{capi.CLUSTER_NAME_LABEL}={name}"
         mds = self._list(capi.MACHINE_DEPLOYMENT, ns, selector)
@@ -439,8 +364,8 @@ class KubeFleetBackend:
         pools: list[ComponentObservation] = []
         for md in sorted(mds, key=lambda o: str(_meta(o).get("name"))):
             md_name = str(_meta(md)["name"])
-            declared = self._pool_declared(cluster, md)
-            actual = self._md_version(md)
+            declared = capi.pool_declared(cluster, md)
+            actual = capi.md_version(md)
             replicas = int((md.get("spec") or {}).get("replicas", 1))
             mine = [
                 m
@@ -491,130 +416,14 @@ class KubeFleetBackend:
 
     # ------------------------------------------------------------------ inventory (sync)
 
-    def _fleet_workloads(self) -> list[dict[str, Any]]:
+    def _inventory(self, names: Sequence[str]) -> Inventory:
         try:
-            return fleetapi.list_fleet_workloads(self._dyn, self._namespace)
+            read = inventory.read_fleet(self._dyn, self._namespace)
         except fleetapi.ApiMissingError as err:
             raise NotFoundError(str(err)) from None
-
-    def _cluster_entry(
-        self,
-        c: Mapping[str, Any],
-        kcp: Mapping[str, Any],
-        mds: Sequence[Mapping[str, Any]],
-        cns: str,
-    ) -> dict[str, Any]:
-        """One cluster in snapshot form; InputError/ValueError name what is malformed."""
-        name = str(_meta(c)["name"])
-        topo = self._topology(c)
-        kcp_spec = kcp.get("spec") or {}
-        cp_version = topo["version"] if topo else kcp_spec.get("version")
-        if not isinstance(cp_version, str) or not cp_version:
-            raise InputError("the control plane declares no Kubernetes version")
-        _checked_version(cp_version, "control plane")
-        labels = {
-            k: v
-            for k, v in (_meta(c).get("labels") or {}).items()
-            if not k.startswith(("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/"))
-        }
-        pools: list[dict[str, Any]] = []
-        for md in sorted(mds, key=lambda o: str(_meta(o)["name"])):
-            md_name = str(_meta(md)["name"])
-            version = self._pool_declared(c, md)
-            _checked_version(version, f"MachineDeployment {md_name}")
-            pools.append(
-                {
-                    "name": md_name,
-                    "version": version,
-                    "replicas": int((md.get("spec") or {}).get("replicas", 1)),
-                }
-            )
-        entry: dict[str, Any] = {
-            "name": name,
-            "labels": labels,
-            "controlPlane": {"version": cp_version, "replicas": int(kcp_spec.get("replicas", 1))},
-            "machineDeployments": pools,
-            "taints": [
-                t.to_json()
-                for t in decode_taints(_annotations(c).get(TAINTS_ANNOTATION), f"{cns}/{name}")
-            ],
-        }
-        if not topo:
-            entry["topology"] = False
-        return entry
-
-    def _inventory(self, names: Sequence[str]) -> Inventory:
-        ns = self._namespace
-        classes = self._list(CLUSTER_CLASS, ns)
-        clusters = [
-            c for c in self._list(capi.CLUSTER, ns) if not _meta(c).get("deletionTimestamp")
-        ]
-        kcps = {
-            (_meta(k).get("namespace"), _meta(k).get("name")): k
-            for k in self._list(capi.KUBEADM_CONTROL_PLANE, ns)
-        }
-        mds_by_cluster: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for md in self._list(capi.MACHINE_DEPLOYMENT, ns):
-            owner = (md.get("spec") or {}).get("clusterName") or (
-                _meta(md).get("labels") or {}
-            ).get(capi.CLUSTER_NAME_LABEL)
-            mds_by_cluster.setdefault((str(_meta(md).get("namespace")), str(owner)), []).append(md)
-        fleet_workloads = self._fleet_workloads()
-
-        versions: set[str] = set()
-        used_classes = {
-            (
-                str(_meta(c).get("namespace")),
-                str(((self._topology(c) or {}).get("classRef") or {}).get("name")),
-            )
-            for c in clusters
-            if self._topology(c)
-        }
-        for cc in classes:
-            if (str(_meta(cc).get("namespace")), str(_meta(cc).get("name"))) in used_classes:
-                versions.update((cc.get("spec") or {}).get("kubernetesVersions") or [])
-
-        entries: list[dict[str, Any]] = []
-        namespaces: dict[str, str] = {}
-        skipped: dict[str, str] = {}
-        for c in sorted(clusters, key=lambda o: str(_meta(o).get("name"))):
-            name = str(_meta(c)["name"])
-            cns = str(_meta(c)["namespace"])
-            if name in namespaces:
-                raise BackendError(f"cluster name {name!r} is used in several namespaces")
-            ref = (c.get("spec") or {}).get("controlPlaneRef") or {}
-            kcp = kcps.get((cns, ref.get("name")))
-            if kcp is None:
-                continue  # not provisioned far enough to be calibrated
-            try:
-                entry = self._cluster_entry(c, kcp, mds_by_cluster.get((cns, name), []), cns)
-            except (InputError, TypeError, ValueError) as err:
-                # A malformed object is one cluster's problem, not the fleet's: skip it, say why.
-                skipped[name] = _short(str(err))
-                continue
-            entries.append(entry)
-            namespaces[name] = cns
-        workloads = []
-        for obj in fleet_workloads:
-            workloads.append(
-                fleetapi.current_on_inventory(fleetapi.workload_entry(obj), namespaces)
-            )
-        ordered = sorted(_parseable(versions), key=KubeVersion.parse)
-        try:
-            snapshot = snapshot_from_mapping(
-                {
-                    "apiVersion": "calibrator.dev/v1alpha1",
-                    "kind": "FleetSnapshot",
-                    "availableVersions": ordered,
-                    "clusters": entries,
-                    "workloads": workloads,
-                }
-            )
-        except InputError as err:
-            named = _name_workload(str(err), workloads)
-            if named is None:
-                raise
-            raise BackendError(named) from None
+        except InventoryError as err:
+            raise BackendError(str(err)) from None
+        snapshot, namespaces, skipped = read.snapshot, dict(read.namespaces), dict(read.skipped)
         if names:
             unknown = [n for n in names if n not in namespaces]
             if unknown:
@@ -626,10 +435,7 @@ class KubeFleetBackend:
             namespaces = {n: namespaces[n] for n in names}
             skipped = {n: r for n, r in skipped.items() if n in keep}
         return Inventory(
-            snapshot,
-            namespaces,
-            skipped=skipped,
-            workload_versions=fleetapi.workload_versions(fleet_workloads),
+            snapshot, namespaces, skipped=skipped, workload_versions=read.workload_versions
         )
 
     # ------------------------------------------------------------------ writes (sync)
@@ -641,7 +447,7 @@ class KubeFleetBackend:
 
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
         ns, cluster = self._cluster(ref)
-        if self._topology(cluster):
+        if capi.topology(cluster):
             self._set_topology_version(ref, ns, cluster, version, step_id)
             return
         kind = capi.KUBEADM_CONTROL_PLANE
@@ -691,16 +497,16 @@ class KubeFleetBackend:
         bypass annotation with our marker, removed again right after the write.
         """
         meta = _meta(cluster)
-        current = str((self._topology(cluster) or {}).get("version"))
-        entries = copy.deepcopy(self._md_topologies(cluster))
+        current = str((capi.topology(cluster) or {}).get("version"))
+        entries = copy.deepcopy(capi.md_topologies(cluster))
         for entry in entries:
             md = mds.get(str(entry.get("name")))
-            if md is None or _same(self._md_version(md), version):
+            if md is None or _same(capi.md_version(md), version):
                 continue  # not created yet (CAPI creates it at the topology version) or there
             held = entry.setdefault("metadata", {}).setdefault("annotations", {})
             held.setdefault(DEFER_ANNOTATION, f"{DEFER_PREFIX}{step_id}")
         annotations: dict[str, Any] = {STEP_ANNOTATION: step_id}
-        lagging = [n for n, md in mds.items() if not _same(self._md_version(md), current)]
+        lagging = [n for n, md in mds.items() if not _same(capi.md_version(md), current)]
         existing = _annotations(cluster)
         if lagging and (UNSAFE_VERSION_ANNOTATION not in existing or BYPASS_MARKER in existing):
             annotations[UNSAFE_VERSION_ANNOTATION] = "true"
@@ -716,7 +522,7 @@ class KubeFleetBackend:
     def _set_topology_version(
         self, ref: ClusterRef, ns: str, cluster: dict[str, Any], version: str, step_id: str
     ) -> None:
-        current = str((self._topology(cluster) or {}).get("version"))
+        current = str((capi.topology(cluster) or {}).get("version"))
         if _same(current, version) and _annotations(cluster).get(STEP_ANNOTATION) == step_id:
             self._clear_bypass(ns, ref.name, cluster)  # a retry after a lost second write
             return
@@ -762,7 +568,7 @@ class KubeFleetBackend:
         BackendError when the pool stays held by an annotation the calibrator did not set (an
         operator's hold is never removed).
         """
-        entries = copy.deepcopy(self._md_topologies(cluster))
+        entries = copy.deepcopy(capi.md_topologies(cluster))
         entry = next((e for e in entries if e.get("name") == topology_name), None)
         if entry is None:
             raise NotFoundError(
@@ -773,7 +579,7 @@ class KubeFleetBackend:
         ours = str(annotations.get(DEFER_ANNOTATION, "")).startswith(DEFER_PREFIX)
         if ours:
             del annotations[DEFER_ANNOTATION]
-        if self._deferred(entries, topology_name):
+        if capi.deferred(entries, topology_name):
             held = DEFER_ANNOTATION if DEFER_ANNOTATION in annotations else HOLD_ANNOTATION
             raise BackendError(
                 f"MachineDeployment {pool} of {_meta(cluster).get('name')} is held by {held} "
@@ -799,7 +605,7 @@ class KubeFleetBackend:
         owner = (md.get("spec") or {}).get("clusterName")
         if owner != ref.name:
             raise NotFoundError(f"MachineDeployment {pool} does not belong to cluster {ref.name}")
-        topo = self._topology(cluster)
+        topo = capi.topology(cluster)
         topology_name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
         if topo and topology_name:
             if not _same(str(topo["version"]), version):
@@ -815,7 +621,7 @@ class KubeFleetBackend:
             self._patch(capi.CLUSTER, ns, ref.name, body)
             self._record(ref.name, pool, version, step_id, capi.CLUSTER[1])
             return
-        current = self._md_version(md)
+        current = capi.md_version(md)
         if _same(current, version) and _annotations(md).get(STEP_ANNOTATION) == step_id:
             return
         self._patch(
@@ -949,48 +755,102 @@ class KubeFleetBackend:
 
     # ------------------------------------------------------------------ FleetBackend
 
+    async def _call(
+        self, operation: str, attributes: Mapping[str, str | int], fn: Callable[[], T]
+    ) -> T:
+        """Run blocking client calls in a thread (with the caller's context, so spans nest)."""
+        if self._tracer is None:
+            return await asyncio.to_thread(fn)
+
+        def traced() -> T:
+            with self._tracer.start_as_current_span(f"kube.{operation}", attributes=attributes):
+                return fn()
+
+        return await asyncio.to_thread(traced)
+
+    @staticmethod
+    def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {"calibrator.cluster": ref.name}
+        if ref.namespace:
+            attributes["k8s.namespace.name"] = ref.namespace
+        return attributes
+
     async def put_blob(self, digest: str, data: bytes) -> None:
         """Store an immutable, content-addressed document as ConfigMap chunks."""
-        await asyncio.to_thread(self._put_blob, digest, data)
+        attributes: dict[str, str | int] = {
+            "calibrator.blob.digest": digest,
+            "calibrator.blob.bytes": len(data),
+        }
+        await self._call("put_blob", attributes, lambda: self._put_blob(digest, data))
 
     async def get_blob(self, digest: str) -> bytes:
         """Read and verify a document stored by ``put_blob``."""
-        return await asyncio.to_thread(self._get_blob, digest)
+        attributes = {"calibrator.blob.digest": digest}
+        return await self._call("get_blob", attributes, lambda: self._get_blob(digest))
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
         """The fleet from LIST calls (see the module docstring)."""
-        return await asyncio.to_thread(self._inventory, tuple(clusters))
+        names = tuple(clusters)
+        attributes = {"calibrator.clusters": len(names)} if names else {}
+        return await self._call("inventory", attributes, lambda: self._inventory(names))
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         """Declared versions, CAPI rollout state, Node readiness and taints of one cluster."""
-        return await asyncio.to_thread(self._observe, cluster)
+        attributes = self._cluster_attributes(cluster)
+        return await self._call("observe", attributes, lambda: self._observe(cluster))
 
     async def set_control_plane_version(
         self, cluster: ClusterRef, version: str, step_id: str
     ) -> None:
         """topology.version for managed topologies, else KubeadmControlPlane.spec.version."""
-        await asyncio.to_thread(self._set_control_plane, cluster, version, step_id)
+        attributes = {
+            **self._cluster_attributes(cluster),
+            "calibrator.version": version,
+            "calibrator.step": step_id,
+        }
+        await self._call(
+            "set_control_plane_version",
+            attributes,
+            lambda: self._set_control_plane(cluster, version, step_id),
+        )
 
     async def set_pool_version(
         self, cluster: ClusterRef, pool: str, version: str, step_id: str
     ) -> None:
         """MachineDeployment.spec.template.spec.version (no write for managed topologies)."""
-        await asyncio.to_thread(self._set_pool, cluster, pool, version, step_id)
+        attributes = {
+            **self._cluster_attributes(cluster),
+            "calibrator.pool": pool,
+            "calibrator.version": version,
+            "calibrator.step": step_id,
+        }
+        await self._call(
+            "set_pool_version", attributes, lambda: self._set_pool(cluster, pool, version, step_id)
+        )
 
     async def add_taint(self, cluster: ClusterRef, taint: Taint) -> bool:
         """Add the taint (same key, effect and value: keep the existing one)."""
-        return await asyncio.to_thread(
-            self._update_taints, cluster, lambda ts: with_taint(ts, taint)
+        attributes = {**self._cluster_attributes(cluster), "calibrator.taint": taint.key}
+        return await self._call(
+            "add_taint",
+            attributes,
+            lambda: self._update_taints(cluster, lambda ts: with_taint(ts, taint)),
         )
 
     async def remove_taint(self, cluster: ClusterRef, key: str, effect: Effect) -> bool:
         """Remove taints with ``key`` and ``effect``."""
-        return await asyncio.to_thread(
-            self._update_taints, cluster, lambda ts: without_taint(ts, key, effect)
+        attributes = {**self._cluster_attributes(cluster), "calibrator.taint": key}
+        return await self._call(
+            "remove_taint",
+            attributes,
+            lambda: self._update_taints(cluster, lambda ts: without_taint(ts, key, effect)),
         )
 
     async def write_placement(
         self, decisions: Sequence[PlacementDecisionInfo], reason: str
     ) -> PlacementWrite:
         """Write each changed decision, conditionally on the FleetWorkload as read (see above)."""
-        return await asyncio.to_thread(self._write_placement, decisions, reason)
+        attributes = {"calibrator.decisions": len(decisions)}
+        return await self._call(
+            "write_placement", attributes, lambda: self._write_placement(decisions, reason)
+        )

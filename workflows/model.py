@@ -292,6 +292,8 @@ class PlanSummary:
     unassigned: tuple[str, ...] = ()
     findings: int = 0
     max_failures: int = 0
+    finding_actions: dict[str, int] = field(default_factory=dict)
+    """Findings by action (block, move, none): at most three entries."""
 
 
 # At most this many names or details in a summary, a progress result or a checkpoint list.
@@ -304,6 +306,18 @@ SAMPLE_LIMIT = 50
 
 
 @dataclass(frozen=True)
+class ScopeRef:
+    """A sorted list of cluster names stored out of history (JSON), by SHA-256 and count.
+
+    A continuous calibration may scope a calibration to thousands of clusters; the names go to
+    the backend's content-addressed store like the plan, and history keeps only this reference.
+    """
+
+    digest: str
+    clusters: int = 0
+
+
+@dataclass(frozen=True)
 class PlanInput:
     """Inputs of the pure planner (``orchestrator.planning.plan_calibration``)."""
 
@@ -313,6 +327,7 @@ class PlanInput:
     strategy: dict[str, Any] | None = None
     selector: str | None = None
     namespaces: dict[str, str] = field(default_factory=dict)
+    scope: ScopeRef | None = None
 
 
 @dataclass(frozen=True)
@@ -775,6 +790,9 @@ class CalibrationInput:
     selector: str | None = None
     options: CalibrationOptions = CalibrationOptions()
     checkpoint: CalibrationCheckpoint | None = None
+    # Only these clusters (a stored name list, see ScopeRef), on top of ``selector``; a
+    # continuous calibration starts its calibrations with the clusters that broke the policy.
+    scope: ScopeRef | None = None
 
 
 @dataclass(frozen=True)
@@ -868,3 +886,80 @@ class Ack:
 
     state: str
     message: str
+
+
+# --------------------------------------------------------------------------------------------
+# Continuous calibration (a Temporal Schedule runs ContinuousCalibration on every tick)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContinuousInput:
+    """What a schedule starts with: the CalibrationPolicy document and the calibration options."""
+
+    policy: dict[str, Any]
+    options: CalibrationOptions = CalibrationOptions()
+
+
+@dataclass(frozen=True)
+class EvaluateInput:
+    """Evaluate the policy on the live fleet at ``now`` (the workflow's clock)."""
+
+    policy: dict[str, Any]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class ViolationInfo:
+    """One violating cluster, for people: its state, goal, broken rules and the first reason."""
+
+    cluster: str
+    state: str  # due | deferred | busy | unfixable
+    goal: str = ""
+    rules: tuple[str, ...] = ()
+    message: str = ""
+    opens_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CalibrationGroup:
+    """Due clusters that share a goal: one calibration to ``target`` scoped to them."""
+
+    target: str
+    scope: ScopeRef
+    sample: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyReport:
+    """A bounded verdict on the fleet: counts, the calibrations to start, a sample of violators."""
+
+    policy: str
+    newest: str
+    checked: int
+    violating: int
+    counts: dict[str, int] = field(default_factory=dict)
+    groups: tuple[CalibrationGroup, ...] = ()
+    sample: tuple[ViolationInfo, ...] = ()
+    next_opening: datetime | None = None
+    skipped: int = 0  # clusters the inventory could not read (malformed CAPI objects)
+
+
+@dataclass(frozen=True)
+class StartedCalibration:
+    """A calibration a continuous run started, and how it ended (or its phase when it stopped)."""
+
+    calibration_id: str
+    target: str
+    clusters: int
+    phase: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ContinuousResult:
+    """Result (and live query) of one ContinuousCalibration run."""
+
+    message: str
+    report: PolicyReport | None = None
+    calibrations: tuple[StartedCalibration, ...] = ()

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.policy import policy_from_mapping
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import strategy_from_mapping
@@ -27,6 +28,7 @@ from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
     ClusterUpgradeInput,
+    ContinuousInput,
     Timeouts,
 )
 
@@ -113,6 +115,19 @@ def validate_calibration_input(input: object) -> None:
             parse_selector_string(_text(input.selector, "selector"))
         except InputError as err:
             _invalid(str(err))
+    if input.scope is not None:
+        _text(input.scope.digest, "scope.digest")
+    _options(input.options, "options")
+
+
+def validate_continuous_input(input: object) -> None:
+    """The same for a ContinuousCalibration: the whole policy, strictly, and the options."""
+    if not isinstance(input, ContinuousInput):
+        _invalid(f"expected ContinuousInput, got {quote(input)}")
+    try:
+        policy_from_mapping(input.policy)
+    except InputError as err:
+        _invalid(str(err))
     _options(input.options, "options")
 
 

@@ -17,8 +17,9 @@ from workflows import task_queues
 from workflows.activities import CalibrationActivities
 from workflows.backend import FleetBackend
 from workflows.calibration import ClusterUpgrade, FleetCalibration
+from workflows.continuous import ContinuousCalibration
 
-WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade)
+WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade, ContinuousCalibration)
 
 
 def build_worker(
@@ -28,7 +29,7 @@ def build_worker(
     task_queue: str = task_queues.CALIBRATION,
     **options: Any,
 ) -> Worker:
-    """A worker for both workflows and all activities, bound to ``backend``.
+    """A worker for every workflow and activity, bound to ``backend``.
 
     ``options`` go to ``temporalio.worker.Worker`` (e.g. ``max_concurrent_activities``).
     """

@@ -21,11 +21,17 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail, new_table
+from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
+from orchestrator.cli.temporal import (
+    FROM_ENVIRONMENT,
+    TemporalOptions,
+    connect,
+    connection_options,
+    resolve,
+)
 
 T = TypeVar("T")
 
-AddressOpt = Annotated[str, typer.Option("--address", help="Temporal frontend host:port.")]
-NamespaceOpt = Annotated[str, typer.Option("--temporal-namespace", help="Temporal namespace.")]
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
 KubeconfigOpt = Annotated[
     Path | None,
@@ -34,20 +40,14 @@ KubeconfigOpt = Annotated[
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
 
-DEFAULT_ADDRESS = "localhost:7233"
-
 
 def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _client(address: str, namespace: str) -> Any:
-    from temporalio.client import Client
-
-    try:
-        return await Client.connect(address, namespace=namespace)
-    except Exception as err:
-        fail(f"cannot reach Temporal at {address}: {err}", code=1)
+async def _client(options: TemporalOptions, **extra: Any) -> Any:
+    """A connected client; ``extra`` adds ``Client.connect`` options (runtime, interceptors)."""
+    return await connect(options, **extra)
 
 
 def _kubeconfig(path: Path | None) -> Path:
@@ -133,37 +133,52 @@ def register(app: typer.Typer) -> None:
     """Add the Temporal commands to the main app."""
 
     @app.command()
+    @connection_options
     def worker(
         kubeconfig: KubeconfigOpt = None,
         context: ContextOpt = None,
         namespace: Annotated[
             str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
         ] = None,
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        metrics_address: MetricsAddressOpt = None,
     ) -> None:
-        """Run the calibration worker against a management cluster (Ctrl-C stops it)."""
+        """Run the calibration worker against a management cluster (Ctrl-C stops it).
+
+        Serves Prometheus metrics (docs/observability.md); traces when OTEL_* variables say so.
+        """
         from workflows.backend import NotFoundError
         from workflows.kube_backend import KubeFleetBackend
         from workflows.worker import run_worker
 
-        backend = KubeFleetBackend.from_kubeconfig(
-            _kubeconfig(kubeconfig), context, namespace=namespace
-        )
+        connection = resolve(temporal)  # bad connection settings fail before anything starts
+        telemetry = worker_telemetry(metrics_address)
         try:
-            backend.check_api()
-        except NotFoundError as err:
-            fail(str(err))
+            backend = KubeFleetBackend.from_kubeconfig(
+                _kubeconfig(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
+            )
+            try:
+                backend.check_api()
+            except NotFoundError as err:
+                fail(str(err))
 
-        async def main() -> None:
-            client = await _client(address, temporal_namespace)
-            Console(stderr=True).print(f"worker connected to {address}; Ctrl-C to stop")
-            await run_worker(client, backend)
+            async def main() -> None:
+                client = await _client(
+                    temporal, runtime=telemetry.runtime, interceptors=telemetry.interceptors
+                )
+                Console(stderr=True).print(
+                    f"worker connected to {connection.describe()}; {telemetry.describe()}; "
+                    "Ctrl-C to stop"
+                )
+                await run_worker(client, backend)
 
-        with contextlib.suppress(KeyboardInterrupt):
-            _run(main())
+            with contextlib.suppress(KeyboardInterrupt):
+                _run(main())
+        finally:
+            telemetry.close()
 
     @app.command()
+    @connection_options
     def calibrate(
         target: Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")],
         selector: Annotated[
@@ -175,8 +190,7 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option(help="Follow live progress until the run ends.")
         ] = False,
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Start a FleetCalibration (a worker must be running)."""
@@ -206,8 +220,12 @@ def register(app: typer.Typer) -> None:
             except InputError as err:
                 fail(clip_message(str(err)))
 
+        tracing = client_tracing()
+
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(
+                temporal, interceptors=[] if tracing is None else [tracing.interceptor]
+            )
             try:
                 handle = await start_calibration(
                     client, CalibrationInput(target=target, strategy=strat, selector=selector)
@@ -218,7 +236,11 @@ def register(app: typer.Typer) -> None:
                 return {"calibrationId": handle.id, "target": target}
             return await follow(client, handle.id)
 
-        doc = _run(main())
+        try:
+            doc = _run(main())
+        finally:
+            if tracing is not None:
+                tracing.shutdown()
         emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
 
     def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
@@ -230,90 +252,89 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
 
     @app.command()
+    @connection_options
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Show a calibration's stage / cluster / step states."""
         from workflows import client as wc
 
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(temporal)
             return _progress_doc(await wc.status(client, calibration_id))
 
         doc = _control(main)
         emit(doc, output, lambda con: con.print(renderable(doc)))
 
     @app.command()
+    @connection_options
     def pause(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop starting new clusters and steps (running steps finish)."""
-        _ack("pause", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("pause", calibration_id, temporal, reason=reason)
 
     @app.command()
+    @connection_options
     def resume(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Continue a paused calibration."""
-        _ack("resume", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("resume", calibration_id, temporal, reason=reason)
 
     @app.command()
+    @connection_options
     def approve(
         calibration_id: str,
         stage: Annotated[str, typer.Option("--stage")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Open a stage's approval gate."""
-        _ack("approve", calibration_id, address, temporal_namespace, stage, reason=reason)
+        _ack("approve", calibration_id, temporal, stage, reason=reason)
 
     @app.command()
+    @connection_options
     def retry(
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
-        _ack("retry", calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("retry", calibration_id, temporal, cluster, reason=reason)
 
     @app.command()
+    @connection_options
     def skip(
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Skip a cluster (a touched cluster stays tainted)."""
-        _ack("skip", calibration_id, address, temporal_namespace, cluster, reason=reason)
+        _ack("skip", calibration_id, temporal, cluster, reason=reason)
 
     @app.command()
+    @connection_options
     def abort(
         calibration_id: str,
         reason: ReasonOpt = "",
-        address: AddressOpt = DEFAULT_ADDRESS,
-        temporal_namespace: NamespaceOpt = "default",
+        temporal: TemporalOptions = FROM_ENVIRONMENT,
     ) -> None:
         """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
-        _ack("abort", calibration_id, address, temporal_namespace, reason=reason)
+        _ack("abort", calibration_id, temporal, reason=reason)
 
     def _ack(
         command: str,
         calibration_id: str,
-        address: str,
-        temporal_namespace: str,
+        temporal: TemporalOptions,
         *args: str,
         reason: str,
     ) -> None:
@@ -324,7 +345,7 @@ def register(app: typer.Typer) -> None:
         call: Callable[..., Awaitable[Any]] = getattr(wc, command)
 
         async def main() -> dict[str, Any]:
-            client = await _client(address, temporal_namespace)
+            client = await _client(temporal)
             ack = await call(client, calibration_id, *args, reason=reason)
             doc: dict[str, Any] = json.loads(json.dumps(asdict(ack), default=str))
             return doc

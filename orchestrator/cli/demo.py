@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.output import console, fail
+from orchestrator.cli.telemetry import MetricsAddressOpt, worker_telemetry
 
 NAMESPACE = "calibrator-demo"
 FLEET = (
@@ -118,8 +119,12 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option(help="Keep Temporal and its UI running until Ctrl-C.")
         ] = False,
         ui_port: Annotated[int, typer.Option(help="Temporal UI port on 127.0.0.1.")] = 8233,
+        metrics_address: MetricsAddressOpt = None,
     ) -> None:
-        """Start Temporal + the local plane, provision a drifted fleet, calibrate it for real."""
+        """Start Temporal + the local plane, provision a drifted fleet, calibrate it for real.
+
+        The in-process worker serves Prometheus metrics and traces like ``calibrator worker``.
+        """
         from temporalio.testing import WorkflowEnvironment
 
         from orchestrator.cli.calibration import follow
@@ -130,13 +135,16 @@ def register(app: typer.Typer) -> None:
         from workflows.model import CalibrationInput
         from workflows.worker import build_worker
 
+        telemetry = worker_telemetry(metrics_address)  # bad settings fail before anything starts
         con = console()
         plane = LocalPlane()
         with con.status("starting the local management plane") as live:
             plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)
         con.print(f"local plane up; kubeconfig: {plane.kubeconfig}")
         _provision(con, plane.kubeconfig)
-        backend = KubeFleetBackend.from_kubeconfig(plane.kubeconfig, namespace=NAMESPACE)
+        backend = KubeFleetBackend.from_kubeconfig(
+            plane.kubeconfig, namespace=NAMESPACE, tracer=telemetry.tracer
+        )
 
         async def main() -> dict[str, Any]:
             env = await WorkflowEnvironment.start_local(
@@ -145,9 +153,12 @@ def register(app: typer.Typer) -> None:
                 ui=True,
                 ui_port=ui_port,
                 search_attributes=search_attributes.ALL,
+                runtime=telemetry.runtime,
+                interceptors=telemetry.interceptors,
             )
             try:
                 con.print(f"Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows")
+                con.print(telemetry.describe())
                 await _drift(con, backend, "drift before")
                 queue = f"calibrator-demo-{uuid.uuid4().hex[:6]}"
                 async with build_worker(env.client, backend, task_queue=queue):
@@ -168,6 +179,9 @@ def register(app: typer.Typer) -> None:
             finally:
                 await env.shutdown()
 
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(main())
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(main())
+        finally:
+            telemetry.close()
         con.print("the local plane keeps running for inspection; `calibrator env down` stops it")

@@ -1,9 +1,11 @@
-"""``calibrator`` entry point: offline commands over a FleetSnapshot file.
+"""``calibrator`` entry point: drift, plan, check, place and snapshot over a fleet.
 
-Commands import the pure packages lazily so ``calibrator --help`` stays fast, and every
-``InputError`` (or unreadable file) becomes one stderr line with exit code 2. A command whose
-answer leaves clusters or workloads out (blocked, unchecked, unplaced) prints its whole document
-and exits 1 (``output.EXIT_PARTIAL``), so a script never mistakes a partial answer for a clean one.
+The fleet is a FleetSnapshot file (``--snapshot``) or, without it, the live management cluster
+(``orchestrator.cli.live``). Commands import the pure packages lazily so ``calibrator --help``
+stays fast, and every ``InputError`` (or unreadable file) becomes one stderr line with exit code
+2. A command whose answer leaves clusters or workloads out (blocked, unchecked, unplaced, or left
+out of a live read) prints its whole document and exits 1 (``output.EXIT_PARTIAL``), so a script
+never mistakes a partial answer for a clean one.
 """
 
 from __future__ import annotations
@@ -11,12 +13,23 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import UTC, date, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
 from orchestrator.cli.files import clip_message
+from orchestrator.cli.live import (
+    AllNamespacesOpt,
+    ContextOpt,
+    Fleet,
+    KubeconfigOpt,
+    NamespaceOpt,
+    ProbeOpt,
+    SnapshotOpt,
+    Source,
+)
 from orchestrator.cli.output import Format, emit, fail
 
 if TYPE_CHECKING:
@@ -39,9 +52,11 @@ def _register_subcommands() -> None:
     from orchestrator.cli import calibration, demo, report
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
+    from orchestrator.cli.schedule import schedule_app
 
     app.add_typer(env_app, name="env")
     app.add_typer(fleet_app, name="fleet")
+    app.add_typer(schedule_app, name="schedule")
     calibration.register(app)
     demo.register(app)
     report.register(app)
@@ -52,9 +67,6 @@ _register_subcommands()
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SnapshotOpt = Annotated[
-    Path, typer.Option("--snapshot", "-s", help="FleetSnapshot YAML/JSON file.", show_default=False)
-]
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, wide, json or yaml.")]
 TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")]
 StrategyOpt = Annotated[
@@ -64,6 +76,13 @@ StrategyOpt = Annotated[
 SelectorOpt = Annotated[
     str | None, typer.Option("--selector", "-l", help="Only clusters matching this label selector.")
 ]
+
+
+class SnapshotFormat(StrEnum):
+    """What ``calibrator snapshot`` writes (a table is not a snapshot)."""
+
+    yaml = "yaml"
+    json = "json"
 
 
 def input_errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -88,10 +107,10 @@ def _read(path: Path, what: str) -> bytes:
     return read_document(path, what)
 
 
-def _snapshot(path: Path) -> FleetSnapshot:
-    from orchestrator.domain.snapshot import load_snapshot
+def _fleet(source: Source) -> Fleet:
+    from orchestrator.cli import live
 
-    return load_snapshot(_read(path, "snapshot"))
+    return live.load(source)
 
 
 def _version(text: str) -> KubeVersion:
@@ -101,17 +120,23 @@ def _version(text: str) -> KubeVersion:
 
 
 def _plan(
-    snapshot_path: Path, target: str, strategy: Path | None, selector: str | None
+    snap: FleetSnapshot, version: KubeVersion, strategy: Path | None, selector: str | None
 ) -> CalibrationPlan:
     from orchestrator.domain.selectors import parse_selector_string
     from orchestrator.domain.waves import DEFAULT_STRATEGY, load_strategy
     from orchestrator.planning import plan_calibration
 
-    version = _version(target)
-    snap = _snapshot(snapshot_path)
     strat = DEFAULT_STRATEGY if strategy is None else load_strategy(_read(strategy, "strategy"))
     sel = parse_selector_string(selector) if selector else None
     return plan_calibration(snap, version, strat, sel)
+
+
+def _checked_selector(selector: str | None) -> None:
+    """Parse ``-l`` before anything is read: bad input never costs a fleet read."""
+    if selector:
+        from orchestrator.domain.selectors import parse_selector_string
+
+        parse_selector_string(selector)
 
 
 def _today() -> date:
@@ -121,74 +146,129 @@ def _today() -> date:
 @app.command()
 @input_errors
 def drift(
-    snapshot: SnapshotOpt,
+    snapshot: SnapshotOpt = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="Target version.")] = None,
+    selector: SelectorOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Show how far each cluster is from the target and the newest version."""
-    from orchestrator.cli import render
-    from orchestrator.domain.drift import drift_report
+    """Show how far each cluster is from the target and the newest version.
 
+    Exit 1 when a live read left clusters out (each named on stderr).
+    """
+    from dataclasses import replace
+
+    from orchestrator.cli import render
+    from orchestrator.cli.output import finish
+    from orchestrator.domain.drift import drift_report
+    from orchestrator.domain.selectors import parse_selector_string
+    from orchestrator.planning import select_clusters
+
+    source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = _version(target) if target else None
-    snap = _snapshot(snapshot)
+    _checked_selector(selector)
+    fleet = _fleet(source)
+    snap = fleet.snapshot
+    if selector:
+        snap = replace(snap, clusters=select_clusters(snap, parse_selector_string(selector)))
     report = drift_report(snap, version, _today())
     wide = output is Format.wide
-    emit(render.drift_json(report), output, lambda con: render.drift_table(con, report, wide=wide))
+    doc = render.drift_json(report)
+
+    def table(con: Console) -> None:
+        render.drift_table(con, report, wide=wide)
+        render.unreachable_lines(con, snap)
+
+    emit(doc, output, table)
+    finish(partial=bool(fleet.left_out))
 
 
 @app.command()
 @input_errors
 def plan(
-    snapshot: SnapshotOpt,
     target: TargetOpt,
+    snapshot: SnapshotOpt = None,
     strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Plan the upgrade steps per cluster and the rollout waves to reach the target.
 
-    Exit 1 when a cluster will not reach the target (blocked, or in no stage); both are listed.
+    Exit 1 when a cluster will not reach the target (blocked, or in no stage; both are listed)
+    or a live read left clusters out.
     """
     from orchestrator.cli import render
     from orchestrator.cli.output import finish
     from orchestrator.planning import plan_to_json
 
-    result = _plan(snapshot, target, strategy, selector)
-    if output is not Format.wide:
-        emit(plan_to_json(result), output, lambda con: render.plan_table(con, result))
-    else:
-        clusters = _snapshot(snapshot).clusters  # -o wide only: labels and pools for the columns
-        labels = {c.name: c.labels for c in clusters}
-        pools = {c.name: [md.name for md in c.machine_deployments] for c in clusters}
-        emit(
-            plan_to_json(result),
-            output,
-            lambda con: render.plan_table(con, result, wide=True, labels=labels, pools=pools),
-        )
-    finish(partial=bool(result.left_behind()))
+    source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
+    version = _version(target)
+    _checked_selector(selector)
+    fleet = _fleet(source)
+    snap = fleet.snapshot
+    result = _plan(snap, version, strategy, selector)
+    doc = plan_to_json(result) | {"unreachable": render.unreachable_json(snap)}
+    wide = output is Format.wide
+    labels = {c.name: c.labels for c in snap.clusters} if wide else None
+    pools = (
+        {c.name: [md.name for md in c.machine_deployments] for c in snap.clusters} if wide else None
+    )
+
+    def table(con: Console) -> None:
+        render.plan_table(con, result, wide=wide, labels=labels, pools=pools)
+        render.unreachable_lines(con, snap)
+
+    emit(doc, output, table)
+    finish(partial=bool(result.left_behind()) or bool(fleet.left_out))
 
 
 @app.command()
 @input_errors
 def check(
-    snapshot: SnapshotOpt,
     target: TargetOpt,
+    snapshot: SnapshotOpt = None,
     strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List workloads whose APIs a planned version no longer serves.
 
-    Exit 1 when a cluster could not be planned and so was not checked (listed with the reason).
-    With --strategy it checks the path that strategy runs (allowPrereleases changes it).
+    Exit 1 when a cluster could not be planned and so was not checked (listed with the reason),
+    or a live read left clusters out. With --strategy it checks the path that strategy runs
+    (allowPrereleases changes it).
     """
     from orchestrator.cli import render
     from orchestrator.cli.output import finish
     from orchestrator.planning import findings_to_json
 
-    result = _plan(snapshot, target, strategy, selector)
-    emit(findings_to_json(result), output, lambda con: render.check_table(con, result))
-    finish(partial=bool(result.unchecked))
+    source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
+    version = _version(target)
+    _checked_selector(selector)
+    fleet = _fleet(source)
+    snap = fleet.snapshot
+    result = _plan(snap, version, strategy, selector)
+    doc = findings_to_json(result) | {"unreachable": render.unreachable_json(snap)}
+
+    def table(con: Console) -> None:
+        render.check_table(con, result)
+        render.unreachable_lines(con, snap)
+
+    emit(doc, output, table)
+    finish(partial=bool(result.unchecked) or bool(fleet.left_out))
 
 
 ExplainOpt = Annotated[
@@ -212,12 +292,20 @@ WorkloadOpt = Annotated[
 @app.command()
 @input_errors
 def place(
-    snapshot: SnapshotOpt,
+    snapshot: SnapshotOpt = None,
     explain: ExplainOpt = False,
     workload: WorkloadOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Place every workload on the fleet; summarise why other clusters were rejected."""
+    """Place every workload on the fleet; summarise why other clusters were rejected.
+
+    Exit 1 when a workload is unschedulable or a live read left clusters out.
+    """
     from orchestrator.cli import render
     from orchestrator.cli.output import finish
     from orchestrator.domain.documents import quote
@@ -225,10 +313,13 @@ def place(
     from orchestrator.placement import PlacementResult, placement_to_json
     from orchestrator.placement import place as run_placement
 
-    snap = _snapshot(snapshot)
+    source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
+    fleet = _fleet(source)
+    snap = fleet.snapshot
     if workload is not None and all(w.key != workload for w in snap.workloads):
         raise InputError(
-            f"unknown workload {quote(workload)}: expected namespace/name from the snapshot"
+            f"unknown workload {quote(workload)}: expected namespace/name from the "
+            + ("snapshot" if snapshot is not None else "fleet's FleetWorkloads")
         )
     # The whole fleet is placed even for one workload: its decision depends on the capacity
     # the workloads placed before it took, so it is the one the full run would show.
@@ -238,12 +329,37 @@ def place(
     if workload is not None:
         result = PlacementResult((result.decision(workload),))
     doc = placement_to_json(result, explain=explain or workload is not None)
+    doc["unreachable"] = render.unreachable_json(snap)
 
     def table(con: Console) -> None:
         render.place_table(con, doc)
+        render.unreachable_lines(con, snap)
 
     emit(doc, output, table)
-    finish(partial=bool(result.unschedulable))
+    finish(partial=bool(result.unschedulable) or bool(fleet.left_out))
+
+
+@app.command("snapshot")
+def write_snapshot(
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    probe: ProbeOpt = None,
+    output: Annotated[
+        SnapshotFormat, typer.Option("--output", "-o", help="yaml or json.")
+    ] = SnapshotFormat.yaml,
+) -> None:
+    """Write the live fleet as a FleetSnapshot (for --snapshot, exports and tests).
+
+    Exit 1 when the read left clusters out (each named on stderr; the file holds the rest).
+    """
+    from orchestrator.cli.output import finish
+    from orchestrator.domain.snapshot import snapshot_to_mapping
+
+    fleet = _fleet(Source(None, kubeconfig, context, namespace, all_namespaces, probe))
+    emit(snapshot_to_mapping(fleet.snapshot), Format(output.value), lambda _: None)
+    finish(partial=bool(fleet.left_out))
 
 
 def main() -> None:

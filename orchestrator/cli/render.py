@@ -11,6 +11,7 @@ from rich.table import Table
 from orchestrator.cli.output import new_table
 from orchestrator.domain.drift import DriftReport
 from orchestrator.domain.durations import format_duration
+from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
@@ -52,11 +53,34 @@ def drift_json(report: DriftReport) -> dict[str, object]:
                     else d.support.end_of_life.isoformat(),
                 },
                 "status": d.status,
+                "workloadCluster": None
+                if d.cluster.workload_cluster is None
+                else d.cluster.workload_cluster.to_json(),
             }
             for d in report.clusters
         ],
         "summary": report.counts(),
+        "unreachable": [
+            {"cluster": d.cluster.name, "reason": d.cluster.workload_cluster.reason}
+            for d in report.clusters
+            if d.cluster.workload_cluster is not None and not d.cluster.workload_cluster.reachable
+        ],
     }
+
+
+def unreachable_json(snapshot: FleetSnapshot) -> list[dict[str, str]]:
+    """``unreachable``: clusters a live read could not reach, with the reason (snapshot order)."""
+    return [
+        {"cluster": c.name, "reason": c.workload_cluster.reason}
+        for c in snapshot.clusters
+        if c.workload_cluster is not None and not c.workload_cluster.reachable
+    ]
+
+
+def unreachable_lines(con: Console, snapshot: FleetSnapshot) -> None:
+    """One line per unreachable workload cluster: its versions are declared, not observed."""
+    for item in unreachable_json(snapshot):
+        con.print(f"[yellow]unreachable[/] {item['cluster']}: {item['reason']}", highlight=False)
 
 
 def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> None:
@@ -64,7 +88,7 @@ def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> Non
     goal = f"target {report.target}" if report.target else f"newest {report.newest}"
     columns = ["Cluster", "Control plane", "Workers", "Behind", "Support", "Status"]
     if wide:
-        columns += ["Labels", "Worker lag", "Behind newest"]
+        columns += ["Labels", "Worker lag", "Behind newest", "Workload cluster"]
     table = new_table(f"Fleet drift ({goal}, as of {report.as_of.isoformat()})", columns)
     for d in report.clusters:
         workers = (
@@ -86,6 +110,9 @@ def drift_table(con: Console, report: DriftReport, *, wide: bool = False) -> Non
                 _labels(d.cluster.labels),
                 f"{d.worker_lag} minor(s)",
                 "-" if newest is None else f"{newest} minor(s)",
+                "-"
+                if d.cluster.workload_cluster is None
+                else d.cluster.workload_cluster.describe(),
             ]
         table.add_row(*row)
     con.print(table)
@@ -215,8 +242,8 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
     """People's view of a placement run: one row per workload with its summary.
 
     The summary (kube-scheduler style: "3/1000 clusters available: 640 labels do not match ...")
-    says why the other clusters were not used; per-cluster reasons follow only when the document
-    has them (``--explain``, ``--workload``).
+    says why the other clusters were not used; per-cluster reasons and every feasible cluster's
+    scores follow only when the document has them (``--explain``, ``--workload``).
     """
     if len(doc["decisions"]) > RICH_TABLE_ROWS:
         _place_lines(con, doc)
@@ -237,6 +264,9 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
             con.print(f"[bold]{d['workload']}[/]: rejected clusters")
             for cluster, why in reasons.items():
                 con.print(f"  {cluster}: {'; '.join(why)}", markup=False)
+        if d.get("scores"):
+            con.print(f"[bold]{d['workload']}[/]: scores, best first (* chosen)")
+            con.print("\n".join(score_lines(d)), markup=False, highlight=False)
 
 
 def moved_text(decision: dict[str, Any]) -> str:
@@ -287,4 +317,34 @@ def _place_lines(con: Console, doc: dict[str, Any]) -> None:
         if reasons:
             lines.append(f"{d['workload']}: rejected clusters")
             lines += [f"  {cluster}: {'; '.join(why)}" for cluster, why in reasons.items()]
+        if d.get("scores"):
+            lines.append(f"{d['workload']}: scores, best first (* chosen)")
+            lines += score_lines(d)
     con.file.write("\n".join(lines) + "\n")
+
+
+def score_lines(decision: dict[str, Any]) -> list[str]:
+    """A decision's ``scores`` as aligned lines: a column per plugin (with its weight), a total.
+
+    The order is the scheduler's ranking (total, then name), so equal totals decided by name
+    and the plugin that made the difference can be read off directly.
+    """
+    weights: dict[str, int] = decision["scoreWeights"]
+    chosen = {c["name"] for c in decision["clusters"]}
+    header = ["  CLUSTER", *(f"{name} x{w}" for name, w in weights.items()), "TOTAL"]
+    rows = [
+        [
+            ("* " if s["cluster"] in chosen else "  ") + s["cluster"],
+            *(str(s["plugins"][name]) for name in weights),
+            str(s["total"]),
+        ]
+        for s in decision["scores"]
+    ]
+    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(w) if k == 0 else cell.rjust(w)
+            for k, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in (header, *rows)
+    ]

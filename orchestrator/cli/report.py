@@ -13,6 +13,15 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.live import (
+    AllNamespacesOpt,
+    ContextOpt,
+    KubeconfigOpt,
+    NamespaceOpt,
+    ProbeOpt,
+    SnapshotOpt,
+    Source,
+)
 from orchestrator.cli.output import fail
 
 
@@ -28,12 +37,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def report(
         target: Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")],
-        snapshot: Annotated[
-            Path | None,
-            typer.Option(
-                "--snapshot", "-s", help="FleetSnapshot YAML/JSON file (required for now)."
-            ),
-        ] = None,
+        snapshot: SnapshotOpt = None,
         strategy: Annotated[
             Path | None,
             typer.Option("--strategy", help="CalibrationStrategy YAML, as for `calibrator plan`."),
@@ -49,6 +53,11 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--output", help="Write the page to this file instead of stdout."),
         ] = None,
+        kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None,
+        namespace: NamespaceOpt = None,
+        all_namespaces: AllNamespacesOpt = False,
+        probe: ProbeOpt = None,
     ) -> None:
         """Write a self-contained HTML fleet report: version matrix, highlights, waves, blocks."""
         import sys
@@ -56,7 +65,8 @@ def register(app: typer.Typer) -> None:
         from orchestrator.domain.errors import InputError
 
         try:
-            page, count = _render(target, snapshot, strategy, selector)
+            source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
+            page, count = _render(target, source, strategy, selector)
         except InputError as err:
             fail(str(err))
         if output is None:
@@ -70,23 +80,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _render(
-    target: str, snapshot: Path | None, strategy: Path | None, selector: str | None
+    target: str, source: Source, strategy: Path | None, selector: str | None
 ) -> tuple[str, int]:
     """Plan like ``calibrator plan`` and render; the page and the number of clusters."""
-    from orchestrator.cli.main import _read, _snapshot, _today, _version
-    from orchestrator.domain.selectors import parse_selector_string
-    from orchestrator.domain.waves import DEFAULT_STRATEGY, load_strategy
-    from orchestrator.planning import plan_calibration
+    from orchestrator.cli import live
+    from orchestrator.cli.main import _checked_selector, _plan, _today, _version
     from orchestrator.report import render_html
 
-    if snapshot is None:
-        fail(
-            "calibrator report needs --snapshot FILE for now; a report of the live fleet "
-            "(no --snapshot) is not available yet"
-        )
     version = _version(target)
-    snap = _snapshot(snapshot)
-    strat = DEFAULT_STRATEGY if strategy is None else load_strategy(_read(strategy, "strategy"))
-    sel = parse_selector_string(selector) if selector else None
-    result = plan_calibration(snap, version, strat, sel)
-    return render_html(snap, result, _today(), source=snapshot.name), len(snap.clusters)
+    _checked_selector(selector)
+    snap = live.load(source).snapshot
+    result = _plan(snap, version, strategy, selector)
+    name = source.snapshot.name if source.snapshot is not None else "live fleet"
+    return render_html(snap, result, _today(), source=name), len(snap.clusters)

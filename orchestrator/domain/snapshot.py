@@ -8,15 +8,31 @@ ever sees a half-valid fleet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal, TypeVar, cast
+from functools import wraps
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 import yaml
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import (
+    PLURAL,
+    SPREAD_FIELDS,
+    FieldSelector,
+    Location,
+    SpreadConstraint,
+    SpreadField,
+    cluster_location,
+    field_selector_from_mapping,
+    field_value,
+    zone_list,
+)
 from orchestrator.domain.quantity import (
     format_cpu,
     format_memory,
@@ -39,7 +55,6 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 
 API_VERSION = "calibrator.dev/v1alpha1"
 KIND = "FleetSnapshot"
-REGION_LABELS = ("region", "topology.kubernetes.io/region")
 
 # Bounds of snapshot values (docs/api.md "Limits"): far above any real fleet, low enough that
 # sums and products stay exact and that no later arithmetic (timers, division) can overflow.
@@ -49,6 +64,10 @@ MAX_REPLICAS = 1_000_000
 MAX_WEIGHT = 1_000_000
 MAX_RTT_MS = 3_600_000.0  # one hour
 MAX_TOLERATION_SECONDS = 366 * 86_400
+MAX_REASON_LENGTH = 1000  # an unreachable workload cluster's reason
+MAX_API_VERSIONS = 1000  # group/versions one workload cluster serves (a real one: about 30)
+MAX_KUBELET_VERSIONS = 100  # distinct kubelet versions in one workload cluster
+_GROUP_VERSION = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+[a-z0-9]*$")
 
 
 class SnapshotError(InputError):
@@ -116,8 +135,55 @@ class MachineDeploymentState:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadClusterStatus:
+    """What a live inventory learnt from the workload cluster itself, or why it could not.
+
+    The management cluster declares versions; only the workload cluster knows what its API
+    server serves (``apiVersions``, as ``kubectl api-versions`` lists them) and which kubelet
+    versions its Nodes run. An unreachable cluster carries the reason, so every output can say
+    so instead of presenting declared versions as observed ones. ``kubelet_versions`` counts
+    Nodes per reported version; Nodes that report none (CAPD's in-memory ones) count only in
+    ``nodes``.
+    """
+
+    reachable: bool
+    reason: str = ""
+    api_versions: tuple[str, ...] = ()
+    nodes: int = 0
+    ready_nodes: int = 0
+    kubelet_versions: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        """One short line for tables: ``3/3 Nodes Ready, kubelet v1.33.0 x3, 12 API versions``."""
+        if not self.reachable:
+            return f"unreachable: {self.reason}"
+        kubelets = ", ".join(f"{v} x{n}" for v, n in self.kubelet_versions) or "not reported"
+        return (
+            f"{self.ready_nodes}/{self.nodes} Nodes Ready, kubelet {kubelets}, "
+            f"{len(self.api_versions)} API versions"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The ``workloadCluster`` field of the file format."""
+        if not self.reachable:
+            return {"reachable": False, "reason": self.reason}
+        return {
+            "reachable": True,
+            "apiVersions": list(self.api_versions),
+            "nodes": self.nodes,
+            "readyNodes": self.ready_nodes,
+            "kubeletVersions": dict(self.kubelet_versions),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
-    """One CAPI cluster as the planner, checks and placement see it."""
+    """One CAPI cluster as the planner, checks and placement see it.
+
+    ``provider``, ``region`` and ``zones`` are Karmada's cluster fields; one not given is
+    derived from the labels (``location.cluster_location``), so snapshots written before the
+    fields existed place as they did.
+    """
 
     name: str
     control_plane: ControlPlaneState
@@ -127,14 +193,25 @@ class Cluster:
     capacity: Resources | None = None
     allocated: Resources = Resources()
     topology: bool = True
+    workload_cluster: WorkloadClusterStatus | None = None  # None: not probed (files, the worker)
+    provider: str | None = None
+    region: str | None = None
+    zones: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.provider is None or self.region is None or not self.zones:
+            derived = cluster_location(self.labels)
+            if self.provider is None:
+                object.__setattr__(self, "provider", derived.provider)
+            if self.region is None:
+                object.__setattr__(self, "region", derived.region)
+            if not self.zones:
+                object.__setattr__(self, "zones", derived.zones)
 
     @property
-    def region(self) -> str | None:
-        """The cluster's region label, if any (``region`` or ``topology.kubernetes.io/region``)."""
-        for key in REGION_LABELS:
-            if key in self.labels:
-                return self.labels[key]
-        return None
+    def location(self) -> Location:
+        """Provider, region and zones together (what field selectors and spreads read)."""
+        return Location(self.provider, self.region, self.zones)
 
     @property
     def worker_versions(self) -> tuple[KubeVersion, ...]:
@@ -150,12 +227,17 @@ class ClusterAffinity:
     cluster_names: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     name: str = ""
+    field_selector: FieldSelector = FieldSelector()
 
     def matches(self, cluster: Cluster) -> bool:
-        """Karmada semantics: names (if any) AND selector AND not excluded."""
+        """Karmada semantics: names (if any) AND label selector AND fields AND not excluded."""
         if cluster.name in self.exclude:
             return False
         if self.cluster_names and cluster.name not in self.cluster_names:
+            return False
+        if self.field_selector.match_expressions and not self.field_selector.matches(
+            cluster.location
+        ):
             return False
         return self.selector.matches(cluster.labels)
 
@@ -166,6 +248,8 @@ class ClusterAffinity:
             parts.append("clusters " + ",".join(self.cluster_names))
         if not self.selector.is_empty():
             parts.append("labels " + self.selector.describe())
+        if not self.field_selector.is_empty():
+            parts.append("fields " + self.field_selector.describe())
         if self.exclude:
             parts.append("excluding " + ",".join(self.exclude))
         return "; ".join(parts) or "<any cluster>"
@@ -233,7 +317,8 @@ class PlacementPolicy:
     only where a step forces it (docs/decisions.md "Stable re-placement"). ``affinities`` are
     ordered fallbacks (Karmada's ``clusterAffinities``): the first one that yields a feasible
     cluster wins. ``max_clusters`` caps how many clusters a placement uses (None = every feasible
-    cluster).
+    cluster). ``spread_constraints`` bound how many clusters, and regions, zones or providers, the
+    placement spans (at most one of the last three; see ``placement.spread``).
     """
 
     affinities: tuple[ClusterAffinity, ...] = ()
@@ -242,6 +327,7 @@ class PlacementPolicy:
     replica_scheduling: ReplicaScheduling = ReplicaScheduling()
     max_latency: LatencyConstraint | None = None
     max_clusters: int | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
     current_replicas: tuple[int, ...] | None = None
 
     def current(self) -> dict[str, int] | None:
@@ -303,7 +389,66 @@ class FleetSnapshot:
 # --------------------------------------------------------------------------------------------
 
 
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+# For the length of one ``snapshot_from_mapping`` call (None outside one): parsed values by
+# parser and the text of their raw value, and the first parsed value equal to each. See
+# ``_by_content``.
+_Memo = tuple[dict[tuple[str, str], Any], dict[Any, Any]]
+_PARSED: ContextVar[_Memo | None] = ContextVar("_PARSED", default=None)
+
+
+@contextmanager
+def _content_memo() -> Iterator[None]:
+    token = _PARSED.set(({}, {}))
+    try:
+        yield
+    finally:
+        _PARSED.reset(token)
+
+
+def _by_content(
+    parse: Callable[Concatenate[object, _P], _T],
+) -> Callable[Concatenate[object, _P], _T]:
+    """Parse each distinct raw value once per snapshot.
+
+    A fleet's workloads repeat a few placement rules, request sizes and API lists thousands of
+    times, and validating each copy again was most of the time a 100k-workload snapshot took to
+    load. A parser wrapped here must depend on its first argument alone (``where``, the only
+    other one, names the field in an error; an error is raised, never stored), so the first
+    result serves every copy. Results are also interned by value, so equal parts of the snapshot
+    are one object even when written differently (``cpu: 1`` and ``cpu: "1"``): placement keys
+    some caches by identity, and its answer must not depend on how the input was spelt.
+
+    The key is ``repr`` of the raw value: a document holds only str, int, float, bool, None,
+    dates, bytes, lists and dicts, whose reprs differ whenever the values do (1, 1.0 and True
+    included), so two keys are equal only when the parser would see the same value.
+    """
+    name = parse.__qualname__
+
+    @wraps(parse)
+    def parse_once(raw: object, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        state = _PARSED.get()
+        if state is None:
+            return parse(raw, *args, **kwargs)
+        memo, values = state
+        key = (name, repr(raw))
+        found = memo.get(key, _MISSING)
+        if found is _MISSING:
+            value = parse(raw, *args, **kwargs)
+            found = memo[key] = values.setdefault(value, value)
+        return cast(_T, found)
+
+    return parse_once
+
+
+_MISSING = object()
+
+
 def _mapping(raw: object, where: str) -> Mapping[str, Any]:
+    if type(raw) is dict:  # what every loader builds; skips the slower ABC check
+        return raw
     if not isinstance(raw, Mapping):
         raise SnapshotError(f"{where}: expected a mapping, got {type(raw).__name__}")
     return cast(Mapping[str, Any], raw)
@@ -362,6 +507,7 @@ def _wrap(where: str, err: InputError) -> SnapshotError:
     return SnapshotError(text if text.startswith(where) else f"{where}: {text}")
 
 
+@_by_content
 def _resources(raw: object, where: str) -> Resources:
     data = _mapping(raw, where)
     _check_fields(data, {"cpu", "memory"}, where)
@@ -407,6 +553,10 @@ def _cluster(raw: object, where: str) -> Cluster:
             "capacity",
             "allocated",
             "topology",
+            "workloadCluster",
+            "provider",
+            "region",
+            "zones",
         },
         where,
     )
@@ -462,6 +612,11 @@ def _cluster(raw: object, where: str) -> Cluster:
         else Resources()
     )
     topology = _bool(data.get("topology", True), f"{where}.topology")
+    workload_cluster = (
+        None
+        if data.get("workloadCluster") is None
+        else _workload_cluster(data["workloadCluster"], f"{where}.workloadCluster")
+    )
     return Cluster(
         name=name,
         control_plane=control_plane,
@@ -471,14 +626,74 @@ def _cluster(raw: object, where: str) -> Cluster:
         capacity=capacity,
         allocated=allocated,
         topology=topology,
+        workload_cluster=workload_cluster,
+        provider=_field(data, "provider", where),
+        region=_field(data, "region", where),
+        zones=zone_list(data["zones"], f"{where}.zones", SnapshotError) if "zones" in data else (),
     )
 
 
+def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
+    data = _mapping(raw, where)
+    reachable = _bool(_required(data, "reachable", where), f"{where}.reachable")
+    if not reachable:
+        _check_fields(data, {"reachable", "reason"}, where)
+        reason = _required(data, "reason", where)
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_LENGTH:
+            raise SnapshotError(
+                f"{where}.reason: must be a non-empty string of at most {MAX_REASON_LENGTH} "
+                f"characters, got {quote(reason)}"
+            )
+        return WorkloadClusterStatus(False, reason)
+    _check_fields(
+        data, {"reachable", "apiVersions", "nodes", "readyNodes", "kubeletVersions"}, where
+    )
+    versions = _list(data.get("apiVersions"), f"{where}.apiVersions")
+    if len(versions) > MAX_API_VERSIONS:
+        raise SnapshotError(f"{where}.apiVersions: more than {MAX_API_VERSIONS} entries")
+    for i, gv in enumerate(versions):
+        if not isinstance(gv, str) or len(gv) > MAX_NAME_LENGTH or not _GROUP_VERSION.match(gv):
+            raise SnapshotError(
+                f"{where}.apiVersions[{i}]: expected group/version (v1 for core), got {quote(gv)}"
+            )
+    if len(set(versions)) != len(versions):
+        raise SnapshotError(f"{where}.apiVersions: duplicate entries")
+    nodes = _int(data.get("nodes", 0), f"{where}.nodes")
+    ready = _int(data.get("readyNodes", 0), f"{where}.readyNodes", maximum=nodes)
+    kubelets_raw = _mapping(data.get("kubeletVersions") or {}, f"{where}.kubeletVersions")
+    if len(kubelets_raw) > MAX_KUBELET_VERSIONS:
+        raise SnapshotError(f"{where}.kubeletVersions: more than {MAX_KUBELET_VERSIONS} versions")
+    kubelets: list[tuple[str, int]] = []
+    for version, count in kubelets_raw.items():
+        if not isinstance(version, str) or not version or len(version) > MAX_VERSION_LENGTH:
+            raise SnapshotError(f"{where}.kubeletVersions: invalid version {quote(version)}")
+        kubelets.append((version, _int(count, f"{where}.kubeletVersions.{version}", 1)))
+    if sum(n for _, n in kubelets) > nodes:
+        raise SnapshotError(f"{where}.kubeletVersions: counts more than the {nodes} Node(s)")
+    return WorkloadClusterStatus(True, "", tuple(versions), nodes, ready, tuple(kubelets))
+
+
+def _field(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    """An optional cluster field (provider, region): absent, or a valid value (never null)."""
+    if key not in data:
+        return None
+    return field_value(data[key], f"{where}.{key}", SnapshotError)
+
+
+@_by_content
 def _affinity(raw: object, where: str) -> ClusterAffinity:
     data = _mapping(raw, where)
     _check_fields(
         data,
-        {"name", "matchLabels", "matchExpressions", "labelSelector", "clusterNames", "exclude"},
+        {
+            "name",
+            "matchLabels",
+            "matchExpressions",
+            "labelSelector",
+            "fieldSelector",
+            "clusterNames",
+            "exclude",
+        },
         where,
     )
     selector_raw: object = data.get("labelSelector")
@@ -497,7 +712,12 @@ def _affinity(raw: object, where: str) -> ClusterAffinity:
         for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
     )
     label = _name(data["name"], f"{where}.name") if "name" in data else ""
-    return ClusterAffinity(selector, names, exclude, label)
+    fields = (
+        field_selector_from_mapping(data["fieldSelector"], f"{where}.fieldSelector", SnapshotError)
+        if "fieldSelector" in data
+        else FieldSelector()
+    )
+    return ClusterAffinity(selector, names, exclude, label, fields)
 
 
 def _toleration(raw: object, where: str) -> Toleration:
@@ -538,6 +758,7 @@ def _toleration(raw: object, where: str) -> Toleration:
     )
 
 
+@_by_content
 def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     if raw is None:
         return ReplicaScheduling()
@@ -580,6 +801,7 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
     return ReplicaScheduling(cast(DivisionType, kind), tuple(weights))
 
 
+@_by_content
 def _latency(raw: object, where: str) -> LatencyConstraint | None:
     if raw is None:
         return None
@@ -594,23 +816,24 @@ def _latency(raw: object, where: str) -> LatencyConstraint | None:
     )
 
 
-_T = TypeVar("_T")
+@_by_content
+def _affinities(raw: object, where: str) -> tuple[ClusterAffinity, ...]:
+    """``raw`` is the pair (clusterAffinity, clusterAffinities): one value, so one memo key."""
+    single, many = cast(tuple[object, object], raw)
+    if single is not None:
+        return (_affinity(single, f"{where}.clusterAffinity"),)
+    items = _list(many, f"{where}.clusterAffinities")
+    return tuple(_affinity(a, f"{where}.clusterAffinities[{i}]") for i, a in enumerate(items))
 
 
-def _interned(pool: dict[Any, Any], value: _T) -> _T:
-    """The first parsed value equal to ``value``.
-
-    Equal sub-objects of a snapshot (the same API, selector, toleration list...) are then one
-    object: comparing them short-circuits on identity, and a cache may key them by ``id()``.
-    """
-    found: _T = pool.setdefault(value, value)
-    return found
+@_by_content
+def _tolerations(raw: object, where: str) -> tuple[Toleration, ...]:
+    return tuple(_toleration(t, f"{where}[{i}]") for i, t in enumerate(_list(raw, where)))
 
 
-def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> PlacementPolicy:
+def _placement(raw: object, where: str) -> PlacementPolicy:
     if raw is None:
         return PlacementPolicy()
-    pool = {} if pool is None else pool
     data = _mapping(raw, where)
     _check_fields(
         data,
@@ -622,37 +845,29 @@ def _placement(raw: object, where: str, pool: dict[Any, Any] | None = None) -> P
             "replicaScheduling",
             "maxLatency",
             "maxClusters",
+            "spreadConstraints",
         },
         where,
     )
     if "clusterAffinity" in data and "clusterAffinities" in data:
         raise SnapshotError(f"{where}: give clusterAffinity or clusterAffinities, not both")
-    affinities: tuple[ClusterAffinity, ...] = ()
-    if data.get("clusterAffinity") is not None:
-        affinities = (_affinity(data["clusterAffinity"], f"{where}.clusterAffinity"),)
-    elif data.get("clusterAffinities") is not None:
-        items = _list(data["clusterAffinities"], f"{where}.clusterAffinities")
-        affinities = tuple(
-            _affinity(a, f"{where}.clusterAffinities[{i}]") for i, a in enumerate(items)
-        )
-    tolerations = tuple(
-        _toleration(t, f"{where}.tolerations[{i}]")
-        for i, t in enumerate(_list(data.get("tolerations"), f"{where}.tolerations"))
-    )
     clusters, current_replicas = _current(data.get("clusters"), f"{where}.clusters")
-    max_clusters = data.get("maxClusters")
+    max_raw = data.get("maxClusters")
+    max_clusters = None if max_raw is None else _int(max_raw, f"{where}.maxClusters", 1)
+    scheduling = _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling")
+    spread_raw = data.get("spreadConstraints")
+    spread: tuple[SpreadConstraint, ...] = ()
+    if spread_raw is not None:
+        spread = _spread_constraints(spread_raw, f"{where}.spreadConstraints")
+        _check_spread(spread, f"{where}.spreadConstraints", scheduling, max_clusters)
     return PlacementPolicy(
-        affinities=_interned(pool, affinities),
-        tolerations=_interned(pool, tolerations),
+        affinities=_affinities((data.get("clusterAffinity"), data.get("clusterAffinities")), where),
+        tolerations=_tolerations(data.get("tolerations"), f"{where}.tolerations"),
         clusters=clusters,
-        replica_scheduling=_interned(
-            pool,
-            _replica_scheduling(data.get("replicaScheduling"), f"{where}.replicaScheduling"),
-        ),
-        max_latency=_interned(pool, _latency(data.get("maxLatency"), f"{where}.maxLatency")),
-        max_clusters=None
-        if max_clusters is None
-        else _int(max_clusters, f"{where}.maxClusters", 1),
+        replica_scheduling=scheduling,
+        max_latency=_latency(data.get("maxLatency"), f"{where}.maxLatency"),
+        max_clusters=max_clusters,
+        spread_constraints=spread,
         current_replicas=current_replicas,
     )
 
@@ -684,26 +899,100 @@ def _current(raw: object, where: str) -> tuple[tuple[str, ...], tuple[int, ...] 
     return tuple(names), tuple(counts)
 
 
-def _workload(raw: object, where: str, pool: dict[Any, Any] | None = None) -> Workload:
-    pool = {} if pool is None else pool
+@_by_content
+def _spread_constraints(raw: object, where: str) -> tuple[SpreadConstraint, ...]:
+    """Karmada's spreadConstraints with spreadByField: one per field, at most one located.
+
+    Depends on the raw list alone; the checks against the rest of the policy are
+    ``_check_spread``'s. Spreading by two of region/zone/provider at once is a covering problem
+    placement does not solve (Karmada's selection does not either).
+    """
+    items = _list(raw, where)
+    out: list[SpreadConstraint] = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        data = _mapping(item, here)
+        _check_fields(data, {"spreadByField", "minGroups", "maxGroups"}, here)
+        spread_field = _required(data, "spreadByField", here)
+        if spread_field not in SPREAD_FIELDS:
+            raise SnapshotError(
+                f"{here}.spreadByField: must be one of {', '.join(SPREAD_FIELDS)}, "
+                f"got {quote(spread_field)}"
+            )
+        low = _int(data.get("minGroups", 1), f"{here}.minGroups", 1)
+        high_raw = data.get("maxGroups")
+        high = None if high_raw is None else _int(high_raw, f"{here}.maxGroups", 1)
+        if high is not None and high < low:
+            raise SnapshotError(f"{here}: maxGroups {high} is below minGroups {low}")
+        if any(c.field == spread_field for c in out):
+            raise SnapshotError(f"{here}: a second constraint spreading by {spread_field}")
+        out.append(SpreadConstraint(cast(SpreadField, spread_field), low, high))
+    located = [c.field for c in out if c.field != "cluster"]
+    if len(located) > 1:
+        raise SnapshotError(
+            f"{where}: spread by one of region, zone or provider, not {' and '.join(located)}"
+        )
+    return tuple(sorted(out, key=lambda c: SPREAD_FIELDS.index(c.field)))
+
+
+def _check_spread(
+    spread: tuple[SpreadConstraint, ...],
+    where: str,
+    scheduling: ReplicaScheduling,
+    max_clusters: int | None,
+) -> None:
+    """Only what placement can honour, against the rest of the policy.
+
+    No static weights (Karmada ignores spreads there; a rule silently ignored is worse than an
+    error), one cluster cap, no minimum that the cap rules out.
+    """
+    if not spread:
+        return
+    by_field = {c.field: c for c in spread}
+    if scheduling.weights:
+        raise SnapshotError(
+            f"{where}: spread constraints do not combine with static weights "
+            "(replicaScheduling.weights decide the clusters)"
+        )
+    per_cluster = by_field.get("cluster")
+    if per_cluster is not None and per_cluster.max_groups is not None and max_clusters is not None:
+        raise SnapshotError(
+            f"{where}: give maxClusters or a cluster spread's maxGroups, not both (same meaning)"
+        )
+    cap = max_clusters if per_cluster is None else per_cluster.max_groups or max_clusters
+    for c in spread:
+        # A cluster is in one region and one provider: fewer clusters cannot span more of them.
+        if cap is not None and c.field != "zone" and c.min_groups > cap:
+            raise SnapshotError(
+                f"{where}: minGroups {c.min_groups} {PLURAL[c.field]} can never be met "
+                f"on at most {cap} cluster{'' if cap == 1 else 's'}"
+            )
+
+
+@_by_content
+def _apis(raw: object, where: str) -> tuple[ApiRef, ...]:
+    apis: list[ApiRef] = []
+    for i, api in enumerate(_list(raw, where)):
+        try:
+            apis.append(ApiRef.parse(api))
+        except InputError as err:
+            raise _wrap(f"{where}[{i}]", err) from None
+    return tuple(apis)
+
+
+def _workload(raw: object, where: str) -> Workload:
     data = _mapping(raw, where)
     _check_fields(data, {"name", "namespace", "apis", "replicas", "requests", "placement"}, where)
-    apis: list[ApiRef] = []
-    for i, api in enumerate(_list(data.get("apis"), f"{where}.apis")):
-        try:
-            apis.append(_interned(pool, ApiRef.parse(api)))
-        except InputError as err:
-            raise _wrap(f"{where}.apis[{i}]", err) from None
     namespace = data.get("namespace", "default")
     return Workload(
         name=_name(_required(data, "name", where), f"{where}.name"),
         namespace=_name(namespace, f"{where}.namespace"),
-        apis=_interned(pool, tuple(apis)),
+        apis=_apis(data.get("apis"), f"{where}.apis"),
         replicas=_int(data.get("replicas", 1), f"{where}.replicas"),
-        requests=_interned(pool, _resources(data["requests"], f"{where}.requests"))
+        requests=_resources(data["requests"], f"{where}.requests")
         if data.get("requests")
         else Resources(),
-        placement=_placement(data.get("placement"), f"{where}.placement", pool),
+        placement=_placement(data.get("placement"), f"{where}.placement"),
     )
 
 
@@ -735,11 +1024,11 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
     known = set(names)
     if len(known) != len(names):
         raise SnapshotError(f"clusters: duplicate cluster name(s) {_duplicates(names)}")
-    pool: dict[Any, Any] = {}
-    workloads = tuple(
-        _workload(w, f"workloads[{i}]", pool)
-        for i, w in enumerate(_list(data.get("workloads"), "workloads"))
-    )
+    with _content_memo():
+        workloads = tuple(
+            _workload(w, f"workloads[{i}]")
+            for i, w in enumerate(_list(data.get("workloads"), "workloads"))
+        )
     keys = [w.key for w in workloads]
     if len(set(keys)) != len(keys):
         raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
@@ -816,6 +1105,8 @@ def _affinity_to_json(aff: ClusterAffinity) -> dict[str, object]:
         out["clusterNames"] = list(aff.cluster_names)
     if aff.exclude:
         out["exclude"] = list(aff.exclude)
+    if not aff.field_selector.is_empty():
+        out["fieldSelector"] = aff.field_selector.to_json()
     return out
 
 
@@ -873,6 +1164,19 @@ def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
         cast(dict[str, object], out["maxLatency"])["rttMs"] = lat.max_rtt_ms
     if policy.max_clusters is not None:
         out["maxClusters"] = policy.max_clusters
+    if policy.spread_constraints:
+        out["spreadConstraints"] = [
+            {
+                k: v
+                for k, v in (
+                    ("spreadByField", c.field),
+                    ("minGroups", c.min_groups),
+                    ("maxGroups", c.max_groups),
+                )
+                if v is not None
+            }
+            for c in policy.spread_constraints
+        ]
     return out
 
 
@@ -899,6 +1203,16 @@ def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
             item["capacity"] = c.capacity.to_json()
         if c.allocated != Resources():
             item["allocated"] = c.allocated.to_json()
+        if c.workload_cluster is not None:
+            item["workloadCluster"] = c.workload_cluster.to_json()
+        # Only fields the labels do not imply: the file stays as it was for label-only fleets.
+        derived = cluster_location(c.labels)
+        if c.provider is not None and c.provider != derived.provider:
+            item["provider"] = c.provider
+        if c.region is not None and c.region != derived.region:
+            item["region"] = c.region
+        if c.zones and c.zones != derived.zones:
+            item["zones"] = list(c.zones)
         clusters.append(item)
     workloads: list[dict[str, object]] = []
     for w in snapshot.workloads:

@@ -6,14 +6,75 @@ completion rules so that waits in activities and tests agree on what "done" mean
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 CLUSTER = ("cluster.x-k8s.io/v1beta2", "Cluster")
+CLUSTER_CLASS = ("cluster.x-k8s.io/v1beta2", "ClusterClass")
 MACHINE = ("cluster.x-k8s.io/v1beta2", "Machine")
 MACHINE_DEPLOYMENT = ("cluster.x-k8s.io/v1beta2", "MachineDeployment")
 KUBEADM_CONTROL_PLANE = ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlane")
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+# CAPI's MachineDeployment-topology knobs (sigs.k8s.io/cluster-api api/core/v1beta2, v1.13).
+DEFER_ANNOTATION = "topology.cluster.x-k8s.io/defer-upgrade"
+HOLD_ANNOTATION = "topology.cluster.x-k8s.io/hold-upgrade-sequence"
+TOPOLOGY_MD_LABEL = "topology.cluster.x-k8s.io/deployment-name"
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``metadata`` (empty when absent)."""
+    return obj.get("metadata") or {}
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.annotations`` (empty when absent)."""
+    return meta(obj).get("annotations") or {}
+
+
+def topology(cluster: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``spec.topology`` of a managed-topology Cluster (one with a version), else None."""
+    topo = (cluster.get("spec") or {}).get("topology")
+    return topo if topo and topo.get("version") else None
+
+
+def md_version(md: Mapping[str, Any]) -> str:
+    """The version a MachineDeployment's own template declares."""
+    return str((((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version"))
+
+
+def md_topologies(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``spec.topology.workers.machineDeployments`` (empty without a topology)."""
+    topo = (cluster.get("spec") or {}).get("topology") or {}
+    return list((topo.get("workers") or {}).get("machineDeployments") or [])
+
+
+def deferred(topologies: Sequence[Mapping[str, Any]], name: str) -> bool:
+    """CAPI's isMachineDeploymentDeferred for the MachineDeployment topology ``name``.
+
+    Deferred: defer-upgrade or hold-upgrade-sequence on the entry, or hold-upgrade-sequence
+    on an entry listed before it.
+    """
+    for entry in topologies:
+        notes = (entry.get("metadata") or {}).get("annotations") or {}
+        if entry.get("name") == name:
+            return DEFER_ANNOTATION in notes or HOLD_ANNOTATION in notes
+        if HOLD_ANNOTATION in notes:
+            return True
+    return False
+
+
+def pool_declared(cluster: Mapping[str, Any], md: Mapping[str, Any]) -> str:
+    """The version a pool declares: its own, or topology.version for a managed topology.
+
+    A deferred topology pool keeps its own version (CAPI leaves it where it is).
+    """
+    topo = topology(cluster)
+    if not topo:
+        return md_version(md)
+    name = (meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+    if not name or deferred(md_topologies(cluster), str(name)):
+        return md_version(md)
+    return str(topo["version"])
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -73,3 +134,20 @@ def machine_deployment_rolled_out(md: Mapping[str, Any]) -> bool:
         return False
     rolling = condition(md, "RollingOut")
     return rolling is None or rolling.get("status") == "False"
+
+
+def infrastructure_kind(cluster: Mapping[str, Any]) -> str | None:
+    """The kind of the Cluster's infrastructure object (``DockerCluster``, ``AWSCluster``, ...)."""
+    ref = (cluster.get("spec") or {}).get("infrastructureRef") or {}
+    kind = ref.get("kind") if isinstance(ref, Mapping) else None
+    return kind if isinstance(kind, str) and kind else None
+
+
+def failure_domain_names(cluster: Mapping[str, Any]) -> list[str]:
+    """Names of the Cluster's failure domains: v1beta2 lists them, v1beta1 maps name -> spec."""
+    domains = (cluster.get("status") or {}).get("failureDomains")
+    if isinstance(domains, Mapping):
+        return [str(name) for name in domains]
+    if isinstance(domains, list):
+        return [str(d.get("name")) for d in domains if isinstance(d, Mapping) and d.get("name")]
+    return []

@@ -35,7 +35,7 @@ import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from orchestrator.domain.snapshot import FleetSnapshot, Workload, snapshot_to_mapping
-from orchestrator.kube.client import FIELD_MANAGER, apply
+from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages
 
 GROUP = "calibrator.dev"
 VERSION = "v1alpha1"
@@ -174,20 +174,36 @@ def fleet_workload(workload: Workload) -> dict[str, Any]:
     }
 
 
-def _list(dyn: Any, kind: tuple[str, str], **kwargs: Any) -> list[dict[str, Any]]:
-    """One LIST; a 404 means discovery is stale (CRD deleted): look the kind up afresh once."""
-    kwargs = {k: v for k, v in kwargs.items() if v}
+def _list(
+    dyn: Any,
+    kind: tuple[str, str],
+    namespace: str | None = None,
+    label_selector: str = "",
+    page_size: int = PAGE_SIZE,
+) -> list[dict[str, Any]]:
+    """One paginated LIST; a 404 means discovery is stale (CRD deleted): look it up afresh once."""
     try:
-        items: list[dict[str, Any]] = resource(dyn, kind).get(**kwargs).to_dict()["items"]
+        return list_pages(
+            resource(dyn, kind),
+            namespace=namespace,
+            label_selector=label_selector,
+            page_size=page_size,
+        )
     except NotFoundError:
         dyn.resources.invalidate_cache()
-        items = resource(dyn, kind).get(**kwargs).to_dict()["items"]
-    return items
+        return list_pages(
+            resource(dyn, kind),
+            namespace=namespace,
+            label_selector=label_selector,
+            page_size=page_size,
+        )
 
 
-def list_fleet_workloads(dyn: Any, namespace: str | None = None) -> list[dict[str, Any]]:
-    """Every FleetWorkload (of one namespace, or all): one LIST call."""
-    return _list(dyn, FLEET_WORKLOAD, namespace=namespace)
+def list_fleet_workloads(
+    dyn: Any, namespace: str | None = None, page_size: int = PAGE_SIZE
+) -> list[dict[str, Any]]:
+    """Every FleetWorkload (of one namespace, or all): one paginated LIST."""
+    return _list(dyn, FLEET_WORKLOAD, namespace, page_size=page_size)
 
 
 # ------------------------------------------------------------------------------------ decisions
@@ -381,7 +397,7 @@ def write_placement_decisions(
         raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
     existing = {
         f"{_meta(p)['namespace']}/{_meta(p)['name']}": p
-        for p in _list(dyn, PLACEMENT_DECISION, namespace=namespace, label_selector=WORKLOAD_LABEL)
+        for p in _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
     }
     pds = resource(dyn, PLACEMENT_DECISION)
     fws = resource(dyn, FLEET_WORKLOAD)

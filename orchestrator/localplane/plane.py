@@ -46,6 +46,8 @@ from orchestrator.localplane.processes import (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+OPENAPI_WAIT_SECONDS = 120.0  # one request's limit while the document is built
 CAPD_RESERVED = range(19000, 30001)  # CAPD's debug port and in-memory API server listeners
 
 
@@ -435,6 +437,22 @@ class LocalPlane:
             progress("configuring webhooks")
             apply_all(dyn, self._webhook_configs(manifest, ports, ca_b64))
             self._wait_webhooks(dyn, left())
+
+            # kube-apiserver builds its OpenAPI document lazily, once per format, on the first
+            # request after the CRDs change; with every CAPI CRD installed that takes tens of
+            # seconds on a busy machine. Clients that read it with a short limit (Pulumi's
+            # Kubernetes provider gives up after 32 s) then fail on a healthy plane, so the
+            # plane is ready only once both formats they ask for are built.
+            progress("building the API server's OpenAPI document")
+            for accept in ("application/json", OPENAPI_V2_PROTOBUF):
+                wait_until(
+                    f"kube-apiserver OpenAPI ({accept})",
+                    functools.partial(
+                        healthy, f"{api_url}/openapi/v2", tls, OPENAPI_WAIT_SECONDS, accept
+                    ),
+                    left(),
+                    apiserver,
+                )
         except BaseException:
             for r in reversed(records):
                 if alive(r.pid):

@@ -124,11 +124,14 @@ class TLSClient:
         return ctx
 
 
-def healthy(url: str, tls: TLSClient | None = None, timeout: float = 2.0) -> bool:
-    """One GET; 2xx means healthy. Never raises."""
+def healthy(
+    url: str, tls: TLSClient | None = None, timeout: float = 2.0, accept: str | None = None
+) -> bool:
+    """One GET (asking for ``accept`` when given); 2xx means healthy. Never raises."""
     try:
         ctx = tls.context() if tls and url.startswith("https") else None
-        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
+        request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+        with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
             return 200 <= int(resp.status) < 300
     except (OSError, urllib.error.URLError, ssl.SSLError, ValueError):
         return False

@@ -26,6 +26,10 @@ Semantics worth knowing before reading a decision:
   replicas added and removed per cluster against the current placement.
 * Scores: TaintToleration (PreferNoSchedule) x1, ClusterLocality x2, ResourceBalance x1; ties
   break by cluster name. Locality outweighs any balance gain: a feasible current cluster is kept.
+  ``WorkloadDecision.scores`` (lazily, like ``reasons``) lists every feasible cluster's score per
+  plugin and in total, best first.
+* Spread constraints (by cluster, region, zone or provider) choose groups and clusters after
+  scoring (``spread``); a spread that cannot be met fails the attempt with the reason.
 """
 
 from orchestrator.placement.context import PlacementContext

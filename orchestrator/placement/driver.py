@@ -1,7 +1,8 @@
 """The division driver: from a workload's feasible clusters to replicas per cluster.
 
 It picks the clusters division may use (the ``maxClusters`` best through ``topk``, else every
-cluster that passes the dynamic filters, minus those a weight list leaves out), hands their
+cluster that passes the dynamic filters, minus those a weight list leaves out; for a workload with
+spread constraints, the groups and clusters ``spread.select`` picks), hands their
 scores and rooms to ``division`` (the apportionment rules themselves), and turns the outcome into
 (cluster index, replicas) pairs or a failure text for the decision's explanation.
 """
@@ -12,11 +13,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.snapshot import Workload
-from orchestrator.placement import division, stable
+from orchestrator.placement import division, spread, stable
 from orchestrator.placement.profiles import Profile
 
 if TYPE_CHECKING:
     from orchestrator.placement.scheduler import Scheduler
+
+Triples = list[tuple[int, int, int | None]]  # Weighted: (weight, minReplicas, maxReplicas)
 
 
 def divide(
@@ -35,7 +38,20 @@ def divide(
     replicas = view.replicas
     weighting = profile.weighting
     scores: Sequence[int]
-    if limit is not None and len(candidates) > limit:
+    constraints = policy.spread_constraints
+    if constraints:
+        # Spreading needs every feasible cluster's total (groups rank by their best cluster).
+        chosen = scheduler.dynamic_candidates(view, candidates)
+        if not chosen:
+            return [], "no feasible cluster"
+        bonus = scheduler.current_bonus(profile, view, current)
+        totals = scheduler.totals(view, chosen, profile.base, bonus)
+        by_index = dict(zip(chosen, totals, strict=True))
+        chosen, failure = spread.select(constraints, scheduler.ctx.clusters, chosen, totals, limit)
+        if failure:
+            return [], failure
+        scores = [by_index[i] for i in chosen]
+    elif limit is not None and len(candidates) > limit:
         best = scheduler.topk.top(
             view,
             profile=profile,
@@ -56,48 +72,101 @@ def divide(
     if not chosen:
         return [], "no feasible cluster"
     if kind == "Duplicated":
-        return [(i, replicas) for i in chosen], ""
+        duplicated = [(i, replicas) for i in chosen]
+        if constraints:
+            failure = spread.coverage_failure(constraints, scheduler.ctx.clusters, duplicated, kind)
+            if failure:
+                return [], failure
+        return duplicated, ""
     rooms = scheduler.ctx.rooms(view, chosen)
-    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
-    counts = view.placement.current()
-    held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
-    allocation: division.Allocation | None = None
-    if kind == "Dynamic":
-        if held:
-            allocation = stable.dynamic(replicas, scores, rooms, held)
-        if allocation is None:
-            allocation = division.dynamic(replicas, scores, rooms, None)
-    elif kind == "Aggregated":
-        if held:
-            allocation = stable.aggregated(replicas, scores, rooms, held)
-        if allocation is None:
-            in_use = frozenset(current)
-            allocation = division.aggregated(
-                replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
-            )
-    else:
+    triples: Triples = []  # Weighted only
+    if kind == "Weighted":
         triples = (
             [weighting.triples[i] for i in chosen]
             if weighting is not None
             else [(1, 0, None)] * len(chosen)
         )
-        weights = [t[0] for t in triples]
-        mins = [t[1] for t in triples]
-        maxs = [t[2] for t in triples]
-        if held:
-            allocation = stable.weighted(
-                replicas, scores, weights, rooms, held, mins=mins, maxs=maxs
-            )
-        if allocation is None:
-            allocation = division.weighted(replicas, scores, weights, rooms, mins=mins, maxs=maxs)
+    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
+    counts = policy.current()
+    held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
+    allocation = (
+        _from_current(kind, replicas, scores, rooms, held=held, triples=triples) if held else None
+    )
+    if allocation is not None and allocation.complete and constraints:
+        kept = [(chosen[p], r) for p, r in allocation.replicas.items()]
+        if spread.coverage_failure(constraints, scheduler.ctx.clusters, kept, kind):
+            # Scaled from the current assignment, the replicas span too few groups (a spread
+            # added or raised): that no longer meets the policy, so divide from scratch.
+            allocation = None
+    if allocation is None:
+        allocation = _from_scratch(
+            kind, replicas, scores, rooms, triples=triples, chosen=chosen, current=current
+        )
     assignment = [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0]
     if allocation.complete:
+        if constraints:
+            failure = spread.coverage_failure(constraints, scheduler.ctx.clusters, assignment, kind)
+            if failure:
+                return [], failure
         return assignment, ""
     placed = replicas - allocation.unplaced
     why = "capacity, maxReplicas or weights" if kind == "Weighted" else "capacity"
     return [], (
         f"{kind} division placed only {placed} of {replicas} replicas on the "
         f"{len(chosen)} feasible cluster(s) (limited by {why})"
+    )
+
+
+def _from_current(
+    kind: str,
+    replicas: int,
+    scores: Sequence[int],
+    rooms: Sequence[int | None],
+    *,
+    held: dict[int, int],
+    triples: Triples,
+) -> division.Allocation | None:
+    """Division that scales the current assignment (None: nothing kept, divide from scratch)."""
+    if kind == "Dynamic":
+        return stable.dynamic(replicas, scores, rooms, held)
+    if kind == "Aggregated":
+        return stable.aggregated(replicas, scores, rooms, held)
+    return stable.weighted(
+        replicas,
+        scores,
+        [t[0] for t in triples],
+        rooms,
+        held,
+        mins=[t[1] for t in triples],
+        maxs=[t[2] for t in triples],
+    )
+
+
+def _from_scratch(
+    kind: str,
+    replicas: int,
+    scores: Sequence[int],
+    rooms: Sequence[int | None],
+    *,
+    triples: Triples,
+    chosen: list[int],
+    current: list[int],
+) -> division.Allocation:
+    """Division by the mode's own rule (first placement, or no usable current assignment)."""
+    if kind == "Dynamic":
+        return division.dynamic(replicas, scores, rooms, None)
+    if kind == "Aggregated":
+        in_use = frozenset(current)
+        return division.aggregated(
+            replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
+        )
+    return division.weighted(
+        replicas,
+        scores,
+        [t[0] for t in triples],
+        rooms,
+        mins=[t[1] for t in triples],
+        maxs=[t[2] for t in triples],
     )
 
 

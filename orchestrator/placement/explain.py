@@ -16,6 +16,10 @@ dynamic filters run as one kernel over the clusters every static filter admits (
 capacity the workload saw, replayed from the run's ledger), and clusters where the workload runs
 now are explained one by one. ``tests/orchestrator/placement/test_explain.py`` holds the summary
 to the aggregate of ``explain``.
+
+``scores`` (``--explain`` too) gives every feasible cluster's score per score plugin and in
+total, from the same tables and kernels the scheduler ranked with, at the capacity the workload
+saw: ties and preferences become visible without re-running anything.
 """
 
 from __future__ import annotations
@@ -28,11 +32,23 @@ from typing import TYPE_CHECKING
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
-from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel
-from orchestrator.placement.framework import FilterPlugin, FilterResult, Plugin, ReasonSummary
+from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel, ScoreKernel
+from orchestrator.placement.framework import (
+    FilterPlugin,
+    FilterResult,
+    Plugin,
+    ReasonSummary,
+    is_dynamic,
+)
 from orchestrator.placement.profiles import Profile
-from orchestrator.placement.result import EXCLUDED, ClusterReplicas, FitSummary
-from orchestrator.placement.topk import filter_kernel_of
+from orchestrator.placement.result import (
+    EXCLUDED,
+    ClusterReplicas,
+    ClusterScore,
+    FitSummary,
+    Scores,
+)
+from orchestrator.placement.topk import filter_kernel_of, score_kernel_of
 
 if TYPE_CHECKING:
     from orchestrator.placement.scheduler import Scheduler
@@ -132,7 +148,16 @@ def summarizer(plugin: Plugin) -> Callable[[str], str]:
 class DecisionExplanation:
     """One decision's ``reasons`` and ``summary`` (``result.Explanation``), each built once."""
 
-    __slots__ = ("_attempts", "_explainer", "_reasons", "_summary", "chosen", "seq", "workload")
+    __slots__ = (
+        "_attempts",
+        "_explainer",
+        "_reasons",
+        "_scores",
+        "_summary",
+        "chosen",
+        "seq",
+        "workload",
+    )
 
     def __init__(
         self,
@@ -149,6 +174,7 @@ class DecisionExplanation:
         self.chosen = chosen
         self._reasons: Mapping[str, tuple[str, ...]] | None = None
         self._summary: FitSummary | None = None
+        self._scores: Scores | None = None
 
     @property
     def attempts(self) -> list[Attempt]:
@@ -170,6 +196,18 @@ class DecisionExplanation:
         if self._summary is None:
             self._summary = self._explainer.summary(self)
         return self._summary
+
+    @property
+    def placed(self) -> bool:
+        """Some term succeeded (``attempts`` None: the only one did)."""
+        return self._attempts is None or not self._attempts[-1].failure
+
+    @property
+    def scores(self) -> Scores:
+        """Every feasible cluster's scores (``Explainer.scores``), built on first read."""
+        if self._scores is None:
+            self._scores = self._explainer.scores(self)
+        return self._scores
 
 
 class Explainer:
@@ -233,7 +271,7 @@ class Explainer:
         return found
 
     # ------------------------------------------------------------------ capacity replay
-    def _context_at(self, seq: int) -> PlacementContext:
+    def context_at(self, seq: int) -> PlacementContext:
         """A context whose free capacity is what workload ``seq`` saw (shared, moved forward)."""
         ctx = self.scheduler.ctx
         if self._replay is None:
@@ -275,7 +313,7 @@ class Explainer:
         maybe = open_ & (self._below(0, cpu) | self._below(1, mem))
         if not maybe:
             return 0
-        then = self._context_at(seq)
+        then = self.context_at(seq)
         fc, fm = then.free_cpu, then.free_mem
         indices = bits(maybe)
         short_cpu = mask_of([fc[i] < cpu for i in indices])
@@ -416,7 +454,7 @@ class Explainer:
                 if capacity is not None:
                     unfit |= self._short(decision.seq, capacity, first.view, open_, add)
                     continue
-                then = self._context_at(decision.seq)
+                then = self.context_at(decision.seq)
                 indices = bits(open_)
                 kept = kernel(then, first.view)(indices)
                 if len(kept) == len(indices):
@@ -430,7 +468,7 @@ class Explainer:
         # Current clusters may get other answers (NoSchedule spares a workload that stays).
         exact = [i for i in current if not (chosen | self.excluded_mask) >> i & 1]
         if exact:
-            then = self._context_at(decision.seq)
+            then = self.context_at(decision.seq)
             found = explain(
                 s,
                 decision.seq,
@@ -454,6 +492,64 @@ class Explainer:
         return FitSummary(
             len(ctx.clusters), len(ctx.clusters) - union.bit_count(), tuple(rejected_counts)
         )
+
+    # ------------------------------------------------------------------ scores
+    def scores(self, decision: DecisionExplanation) -> Scores:
+        """Each feasible cluster's score per plugin and its weighted total, best first.
+
+        The term is the one that won (or the first, when none did). Feasible: not excluded,
+        admitted by the static filters (current clusters asked exactly, as the scheduler does)
+        and by the dynamic filters at the capacity the workload saw. Static scores come from
+        the run's score tables (current clusters exactly), dynamic ones from the plugins'
+        kernels at that capacity; the totals are the ones the scheduler ranked by.
+        """
+        s = self.scheduler
+        attempts = decision.attempts
+        view = attempts[-1].view if decision.placed else attempts[0].view
+        index = s.ctx.index
+        current = sorted({index[n] for n in decision.workload.placement.clusters if n in index})
+        profile = s.profiles.profile(view)
+        candidates, _ = s.static_candidates(profile, view, current)
+        then = self.context_at(decision.seq)
+        feasible = list(candidates)
+        for _, _, kernel, _ in self._dynamic:
+            if feasible:
+                feasible = kernel(then, view)(feasible)
+        is_current = set(current)
+        columns: list[list[int]] = []
+        static = dict(
+            zip(
+                (id(t.plugin) for t in s.static_scores),
+                zip(s.static_scores, profile.score_entries, strict=True),
+                strict=True,
+            )
+        )
+        for plugin in s.scorers:
+            if is_dynamic(plugin):
+                kernel_fn = (
+                    plugin.score_kernel(then, view)
+                    if isinstance(plugin, ScoreKernel)
+                    else score_kernel_of(then, plugin, view)
+                )
+                columns.append(kernel_fn(feasible, None))
+            else:
+                table, entry = static[id(plugin)]
+                columns.append([table.result(entry, view, i, i in is_current) for i in feasible])
+        weights = tuple((p.name, p.weight) for p in s.scorers)
+        rows: list[tuple[int, int, ClusterScore]] = []
+        clusters = s.ctx.clusters
+        for p, i in enumerate(feasible):
+            plugins = tuple(
+                (name, column[p]) for (name, _), column in zip(weights, columns, strict=True)
+            )
+            total = sum(w * column[p] for (_, w), column in zip(weights, columns, strict=True))
+            rows.append((-total, i, ClusterScore(clusters[i].name, total, plugins)))
+        rows.sort(key=_rank)
+        return Scores(weights, tuple(row[2] for row in rows))
+
+
+def _rank(row: tuple[int, int, ClusterScore]) -> tuple[int, int]:
+    return row[0], row[1]
 
 
 def _most_first(item: tuple[str, int]) -> tuple[int, str]:

@@ -36,9 +36,19 @@ from typing import Literal, Protocol, runtime_checkable
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext
 
-ClusterFact = Literal["name", "labels", "taints", "version", "region", "network", "capacity"]
+ClusterFact = Literal[
+    "name", "labels", "taints", "version", "region", "location", "network", "capacity"
+]
 WorkloadFact = Literal[
-    "apis", "affinity", "tolerations", "current", "requests", "replicas", "division", "latency"
+    "apis",
+    "affinity",
+    "tolerations",
+    "current",
+    "requests",
+    "replicas",
+    "division",
+    "latency",
+    "spread",
 ]
 
 MAX_SCORE = 100
@@ -136,6 +146,7 @@ WORKLOAD_FACTS: Mapping[WorkloadFact, Callable[[Workload], Hashable]] = {
     "replicas": lambda w: w.replicas,
     "division": _division,
     "latency": lambda w: w.placement.max_latency,
+    "spread": lambda w: w.placement.spread_constraints,
 }
 
 
@@ -149,6 +160,7 @@ WORKLOAD_FACT_PATHS: Mapping[WorkloadFact, tuple[str, ...]] = {
     "replicas": ("replicas",),
     "division": ("placement.replica_scheduling", "placement.max_clusters"),
     "latency": ("placement.max_latency",),
+    "spread": ("placement.spread_constraints",),
 }
 
 
@@ -162,6 +174,7 @@ CLUSTER_FACTS: Mapping[ClusterFact, Callable[[Cluster], Hashable]] = {
     "taints": lambda c: c.taints,
     "version": lambda c: c.control_plane.version,
     "region": lambda c: c.region,
+    "location": lambda c: (c.provider, c.region, c.zones),
     "network": lambda c: c.name,
     "capacity": lambda c: c.name,
 }

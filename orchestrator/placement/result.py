@@ -3,7 +3,8 @@
 A decision says where a workload goes and, Karmada / kube-scheduler style, why it could not go
 anywhere else: a one-line ``summary`` ("3/1000 clusters available: 640 labels do not match
 env=prod, ...") and ``rejected`` counts per reason by default, and the full per-cluster
-``reasons`` only for whoever asks. Both are worked out lazily, on first read, by an
+``reasons`` (and every feasible cluster's scores) only for whoever asks. All are worked out
+lazily, on first read, by an
 ``Explanation`` the scheduler attaches: at 1,000 clusters x 10,000 workloads the per-cluster
 reasons are ten million strings (a gigabyte of JSON) that a plain ``place`` never needs.
 """
@@ -48,6 +49,31 @@ class FitSummary:
         if not self.rejected:
             return head
         return head + ": " + ", ".join(f"{count} {reason}" for reason, count in self.rejected)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterScore:
+    """A feasible cluster's score from each score plugin (0..100) and its weighted total.
+
+    ``plugins`` follows the registry order; ``total`` is the sum of each score times the
+    plugin's weight, the number the scheduler ranked by (ties go to the name).
+    """
+
+    name: str
+    total: int
+    plugins: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Every feasible cluster's scores for one decision, best first (as the scheduler ranks).
+
+    For the affinity term that won, or, when none did, the first term; feasible means passing
+    every filter with the free capacity the workload saw. ``weights``: (plugin, weight).
+    """
+
+    weights: tuple[tuple[str, int], ...]
+    clusters: tuple[ClusterScore, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +158,11 @@ class Explanation(Protocol):
         """The reasons counted per (summarised) reason, without building them per cluster."""
         ...
 
+    @property
+    def scores(self) -> Scores:
+        """Every feasible cluster's score per plugin and in total (feasible clusters x plugins)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class WorkloadDecision:
@@ -186,6 +217,11 @@ class WorkloadDecision:
         """Clusters available and rejections counted per reason (cheap: per cluster class)."""
         return self.explanation.summary
 
+    @property
+    def scores(self) -> Scores:
+        """Each feasible cluster's score per plugin and in total, best first (built on read)."""
+        return self.explanation.scores
+
 
 @dataclass(frozen=True, slots=True)
 class PlacementResult:
@@ -210,7 +246,9 @@ def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict
     """The ``calibrator place`` contract (DESIGN.md), plus ``evicted``, ``moved``, ``affinity``.
 
     Every decision carries ``summary`` and ``rejected``, which grow with the distinct reasons,
-    not with the fleet; ``explain`` adds the per-cluster ``reasons`` (workloads x clusters).
+    not with the fleet; ``explain`` adds the per-cluster ``reasons`` and, for every feasible
+    cluster, its ``scores`` per plugin and total (best first) with the plugins' ``scoreWeights``
+    (workloads x clusters).
     """
     decisions: list[dict[str, object]] = []
     for d in result.decisions:
@@ -226,6 +264,12 @@ def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict
         }
         if explain:
             item["reasons"] = {name: list(reasons) for name, reasons in d.reasons.items()}
+            scores = d.scores
+            item["scoreWeights"] = dict(scores.weights)
+            item["scores"] = [
+                {"cluster": c.name, "total": c.total, "plugins": dict(c.plugins)}
+                for c in scores.clusters
+            ]
         if d.affinity is not None:
             item["affinity"] = d.affinity
         if d.division_note:

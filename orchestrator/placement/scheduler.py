@@ -84,7 +84,7 @@ class Scheduler:
         self.note = ""  # the last attempt's division note (see ``_attempt``)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
         filters = registry.filters
-        scorers = registry.scorers
+        scorers = self.scorers = registry.scorers
         self.static_filters = [FilterTable(p, ctx) for p in filters if not is_dynamic(p)]
         self.term_filters = [t for t in self.static_filters if depends_on_term(t.plugin)]
         self.plain_filters = [t for t in self.static_filters if not depends_on_term(t.plugin)]
@@ -287,6 +287,7 @@ def _equal_weights(view: Workload) -> Workload:
         replica_scheduling=_UNWEIGHTED,
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
+        spread_constraints=p.spread_constraints,
         current_replicas=p.current_replicas,
     )
     w = view
@@ -306,6 +307,7 @@ def term_view(workload: Workload, term: tuple[ClusterAffinity]) -> Workload:
         replica_scheduling=p.replica_scheduling,
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
+        spread_constraints=p.spread_constraints,
         current_replicas=p.current_replicas,
     )
     w = workload

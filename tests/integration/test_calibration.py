@@ -125,12 +125,17 @@ def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
         for ns, names in ((NS, CLUSTERS), (CRASH_NS, CRASH_CLUSTERS)):
             for name in names:
                 try:
-                    clusters.delete(name=name, namespace=ns)
+                    clusters.delete(name=name, namespace=ns, _request_timeout=60)
                 except Exception as err:
                     print(f"delete {ns}/{name}: {err}")
         wait_for(
             "calibration clusters deleted",
-            lambda: not any(clusters.get(namespace=ns).to_dict()["items"] for ns in (NS, CRASH_NS)),
+            lambda: (
+                not any(
+                    clusters.get(namespace=ns, _request_timeout=60).to_dict()["items"]
+                    for ns in (NS, CRASH_NS)
+                )
+            ),
             DELETE_TIMEOUT,
         )
 

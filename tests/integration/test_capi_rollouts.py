@@ -76,8 +76,12 @@ def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[Created]:
     yield created
     clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
     for name in versions:
-        clusters.delete(name=name, namespace=NS)
-    wait_for("clusters deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 240)
+        clusters.delete(name=name, namespace=NS, _request_timeout=60)
+    wait_for(
+        "clusters deleted",
+        lambda: not clusters.get(namespace=NS, _request_timeout=60).to_dict()["items"],
+        240,
+    )
 
 
 def test_clusters_from_the_clusterclass_become_available(fleet: Created) -> None:

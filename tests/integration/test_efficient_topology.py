@@ -75,10 +75,14 @@ def cluster(dyn: DynamicClient) -> Iterator[None]:
         yield
     finally:
         try:
-            clusters.delete(name=NAME, namespace=NS)
+            clusters.delete(name=NAME, namespace=NS, _request_timeout=60)
         except Exception as err:
             print(f"delete {NS}/{NAME}: {err}")
-        wait_for("cluster deleted", lambda: not clusters.get(namespace=NS).to_dict()["items"], 240)
+        wait_for(
+            "cluster deleted",
+            lambda: not clusters.get(namespace=NS, _request_timeout=60).to_dict()["items"],
+            240,
+        )
 
 
 @dataclass

@@ -151,6 +151,37 @@ INVALID = [
     ("spec.placement.maxLatency", {"rttMs": 10}, "exactly one of cluster or region"),
     ("spec.placement.maxLatency", {"region": "eu"}, "rttMs"),
     ("spec.placement.maxClusters", 0, "maxClusters"),
+    (
+        "spec.placement.clusterAffinity.fieldSelector",
+        {"matchExpressions": [{"key": "cloud", "operator": "In", "values": ["aws"]}]},
+        "key",
+    ),
+    (
+        "spec.placement.clusterAffinity.fieldSelector",
+        {"matchExpressions": [{"key": "zone", "operator": "Exists", "values": ["a"]}]},
+        "operator",
+    ),
+    (
+        "spec.placement.spreadConstraints",
+        [{"spreadByField": "region"}, {"spreadByField": "zone"}],
+        "spread by one of region, zone or provider",
+    ),
+    (
+        "spec.placement.spreadConstraints",
+        [{"spreadByField": "region", "minGroups": 3, "maxGroups": 2}],
+        "maxGroups is below minGroups",
+    ),
+    ("spec.placement.spreadConstraints", [{"spreadByField": "rack"}], "spreadByField"),
+    (  # the base has static weights
+        "spec.placement.spreadConstraints",
+        [{"spreadByField": "region"}],
+        "do not combine with static weights",
+    ),
+    (
+        "spec.placement.spreadConstraints",
+        [{"spreadByField": "cluster", "maxGroups": 2}],
+        "not both",
+    ),
 ]
 
 
@@ -313,7 +344,7 @@ def test_writer_placement_decisions_are_an_argo_cd_cluster_decision_resource(
 def without_crds(plane: LocalPlane, dyn: DynamicClient) -> Iterator[None]:
     res = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     for name in fleetapi.CRD_NAMES:
-        res.delete(name=name)
+        res.delete(name=name, _request_timeout=60)
     wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 120, interval=0.5)
     try:
         yield

@@ -142,3 +142,27 @@ def test_the_strategy_opts_in_to_prerelease_steps() -> None:
         snap, V("v1.35.0"), replace(DEFAULT_STRATEGY, allow_prereleases=True)
     ).plan_for("a")
     assert [str(v) for v in opted.control_plane_steps] == ["v1.34.3-rc.0", "v1.35.0"]
+
+
+@pytest.mark.parametrize(
+    ("selector", "scope", "planned"),
+    [
+        (None, {"b"}, ["b"]),
+        (None, {"b", "c", "deleted"}, ["b", "c"]),
+        ("calibrate=yes", {"a", "b"}, ["a"]),  # scope and selector both apply
+        (None, None, ["a", "b", "c"]),
+    ],
+)
+def test_a_scope_narrows_the_calibration_to_named_clusters(
+    selector: str | None, scope: set[str] | None, planned: list[str]
+) -> None:
+    sel = parse_selector_string(selector) if selector else None
+    plan = plan_calibration(
+        fleet(["b"]), V("v1.33.1"), selector=sel, scope=None if scope is None else frozenset(scope)
+    )
+    assert [p.cluster for p in plan.clusters] == planned
+
+
+def test_a_scope_with_no_cluster_left_is_bad_input() -> None:
+    with pytest.raises(InputError, match="none of the 1 scoped cluster"):
+        plan_calibration(fleet(["b"]), V("v1.33.1"), scope=frozenset({"deleted"}))

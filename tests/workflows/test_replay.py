@@ -21,7 +21,12 @@ FILES = sorted(HISTORIES.glob("*.json"))
 
 def test_histories_are_committed() -> None:
     names = {p.stem for p in FILES}
-    assert {"replay-rollout", "replay-retry", "replay-continue-as-new"} <= names, names
+    assert {
+        "replay-rollout",
+        "replay-retry",
+        "replay-continue-as-new",
+        "replay-continuous",
+    } <= names, names
     assert any("~" in n for n in names), "child (ClusterUpgrade) histories are missing"
 
 

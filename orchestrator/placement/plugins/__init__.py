@@ -12,6 +12,7 @@ from orchestrator.placement.plugins.locality import ClusterLocality
 from orchestrator.placement.plugins.network_latency import NetworkLatency
 from orchestrator.placement.plugins.resource_balance import ResourceBalance
 from orchestrator.placement.plugins.resource_fit import ResourceFit
+from orchestrator.placement.plugins.spread_constraint import SpreadConstraint
 from orchestrator.placement.plugins.taint_toleration import TaintToleration
 
 __all__ = [
@@ -22,12 +23,14 @@ __all__ = [
     "NetworkLatency",
     "ResourceBalance",
     "ResourceFit",
+    "SpreadConstraint",
     "TaintToleration",
 ]
 
 DEFAULT_REGISTRY = Registry(
     [
         ClusterAffinity(),
+        SpreadConstraint(),
         TaintToleration(),
         ApiCompatibility(),
         NetworkLatency(),

@@ -1,4 +1,7 @@
-"""ClusterAffinity: the workload's required cluster names / label selector.
+"""ClusterAffinity: the workload's required cluster names / label selector / field selector.
+
+The field selector (Karmada's ``fieldSelector``) reads the cluster fields provider, region and
+zones (``domain.location``), not labels; a cluster may be rejected by both, and says so twice.
 
 A policy may list several affinities as ordered fallbacks (Karmada ``clusterAffinities``: "prefer
 EU, fall back to US"). The scheduler tries them in order and hands this plugin a view of the
@@ -15,10 +18,10 @@ from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, Wo
 
 
 class ClusterAffinity:
-    """Names (if any) AND selector AND not excluded, like Karmada's ClusterAffinity filter."""
+    """Names (if any) AND selectors AND not excluded, like Karmada's ClusterAffinity filter."""
 
     name = "ClusterAffinity"
-    cluster_facts: frozenset[ClusterFact] = frozenset({"labels", "name"})
+    cluster_facts: frozenset[ClusterFact] = frozenset({"labels", "location", "name"})
     workload_facts: frozenset[WorkloadFact] = frozenset({"affinity"})
 
     def named_clusters(self, workload: Workload) -> Collection[str]:
@@ -30,9 +33,17 @@ class ClusterAffinity:
         return (*term.cluster_names, *term.exclude)
 
     def only_named(self, workload: Workload) -> bool:
-        """A clusterNames list rejects every other cluster, whatever its labels."""
+        """A clusterNames list alone rejects every other cluster for one and the same reason.
+
+        Selectors beside it add reasons of their own, which differ per label and field class.
+        """
         affinities = workload.placement.affinities
-        return bool(affinities and affinities[0].cluster_names)
+        if not affinities:
+            return False
+        term = affinities[0]
+        return (
+            bool(term.cluster_names) and term.selector.is_empty() and term.field_selector.is_empty()
+        )
 
     def fits(self, ctx: PlacementContext, workload: Workload, cluster: Cluster) -> bool:
         """``filter(...).fits`` without the reason text."""
@@ -52,4 +63,7 @@ class ClusterAffinity:
             reasons.append(f"not in clusterNames {','.join(term.cluster_names)}")
         if not term.selector.matches(cluster.labels):
             reasons.append(f"labels do not match {term.selector.describe()}")
+        fields = term.field_selector
+        if fields.match_expressions and not fields.matches(cluster.location):
+            reasons.append(f"fields do not match {fields.describe()}")
         return unfit(*reasons) if reasons else FITS

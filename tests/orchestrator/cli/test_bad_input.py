@@ -108,6 +108,36 @@ SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
     ),
     ("memory-negative", _fleet(_set("clusters.0.capacity.memory", "-1Gi")), "invalid memory"),
     (
+        "zones-string",
+        _fleet(_set("clusters.0.zones", "eu-1a")),
+        "clusters[0].zones: expected a list",
+    ),
+    (
+        "region-bool",
+        _fleet(_set("clusters.0.region", True)),
+        "clusters[0].region: must be a string",
+    ),
+    (
+        "fieldSelector.Exists",
+        _fleet(
+            _set(
+                "workloads.0.placement.clusterAffinity",
+                {"fieldSelector": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}},
+            )
+        ),
+        "operator: must be one of In, NotIn",
+    ),
+    (
+        "spread.minGroup",
+        _fleet(
+            _set(
+                "workloads.0.placement.spreadConstraints",
+                [{"spreadByField": "zone", "minGroup": 2}],
+            )
+        ),
+        "unknown field(s) minGroup",
+    ),
+    (
         "controlPlane.replica",
         _fleet(_set("clusters.0.controlPlane.replica", 3)),
         "unknown field(s) replica",
@@ -271,11 +301,19 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ),
     ("calibrate-target", ["calibrate", "-t", "latest"], "invalid Kubernetes version"),
     ("calibrate-selector", ["calibrate", "-t", TARGET, "-l", "!"], "invalid label selector"),
+    (
+        "snapshot-and-live-flags",
+        ["place", "-s", SNAPSHOT, "--kubeconfig", "/k", "-A"],
+        "--snapshot reads a file; --kubeconfig, --all-namespaces are for the live fleet",
+    ),
+    ("namespace-and-all", ["drift", "-n", "fleet", "-A"], "exclude each other"),
+    ("kubeconfig-missing", ["drift", "--kubeconfig", "/nonexistent/kc"], "is not a file"),
+    ("live-selector", ["drift", "-l", "env in prod"], "invalid label selector"),
 ]
 CALIBRATE_STRATEGIES = ["approvel", "approval-string", "soak-huge", "alias-bomb"]
 USAGE: list[tuple[str, list[str]]] = [
     ("output-xml", ["drift", "-s", SNAPSHOT, "-o", "xml"]),
-    ("missing-snapshot", ["drift"]),
+    ("snapshot-output-table", ["snapshot", "-o", "table"]),
     ("missing-target", ["plan", "-s", SNAPSHOT]),
 ]
 

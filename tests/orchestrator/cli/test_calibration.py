@@ -20,7 +20,7 @@ runner = CliRunner()
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...], str]]:
     recorded: list[tuple[str, tuple[Any, ...], str]] = []
 
-    async def no_client(address: str, namespace: str) -> object:
+    async def no_client(options: object) -> object:
         return object()
 
     def fake(name: str) -> Any:

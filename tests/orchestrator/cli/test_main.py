@@ -100,6 +100,7 @@ def test_place_json_shape(explain: bool) -> None:
     for d in doc["decisions"]:
         assert {"workload", "clusters", "unschedulable", "summary", "rejected"} <= set(d)
         assert ("reasons" in d) == explain
+        assert ("scores" in d) == ("scoreWeights" in d) == explain
         for c in d["clusters"]:
             assert set(c) >= {"name", "replicas"} and isinstance(c["replicas"], int)
         assert d["summary"].split(" ")[1:3] == ["clusters", "available:"] or d["summary"].endswith(
@@ -128,6 +129,43 @@ def test_place_table_shows_the_summary(rich_rows: int, monkeypatch: pytest.Monke
     assert "clusters available: " in table.stdout
     assert "edge/edge-cache: rejected clusters" in table.stdout
     assert "replicas moved: " in table.stdout
+    # Scores: a column per plugin with its weight, chosen clusters starred, best first.
+    lines = table.stdout.splitlines()
+    head = lines.index("edge/edge-cache: scores, best first (* chosen)")
+    assert lines[head + 1].split() == [
+        "CLUSTER",
+        "TaintToleration",
+        "x1",
+        "ClusterLocality",
+        "x2",
+        "ResourceBalance",
+        "x1",
+        "TOTAL",
+    ]
+    assert lines[head + 2].split() == ["*", "prod-ap-1", "100", "100", "67", "367"]
+    assert lines[head + 3].split()[0] == "prod-us-2"
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_place_explain_carries_scores(fmt: str) -> None:
+    result = runner.invoke(app, ["place", "-s", FLEET, "--workload", "edge/edge-cache", "-o", fmt])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout) if fmt == "json" else yaml.safe_load(result.stdout)
+    (decision,) = doc["decisions"]
+    assert decision["scoreWeights"] == {
+        "TaintToleration": 1,
+        "ClusterLocality": 2,
+        "ResourceBalance": 1,
+    }
+    assert [(s["cluster"], s["total"]) for s in decision["scores"]] == [
+        ("prod-ap-1", 367),
+        ("prod-us-2", 156),
+    ]
+    assert decision["scores"][0]["plugins"] == {
+        "TaintToleration": 100,
+        "ClusterLocality": 100,
+        "ResourceBalance": 67,
+    }
 
 
 def test_drift_json_shape() -> None:

@@ -13,10 +13,10 @@ FLEET = str(ROOT / "examples" / "fleet.yaml")
 runner = CliRunner()
 
 
-def test_snapshot_is_required_for_now() -> None:
-    result = runner.invoke(app, ["report", "-t", "v1.35.0"])
+def test_a_file_and_live_flags_do_not_mix() -> None:
+    result = runner.invoke(app, ["report", "-s", FLEET, "-t", "v1.35.0", "--context", "prod"])
     assert result.exit_code == 2
-    assert "needs --snapshot FILE for now" in result.stderr
+    assert "--snapshot reads a file; --context is for the live fleet" in result.stderr
     assert result.stdout == ""
 
 

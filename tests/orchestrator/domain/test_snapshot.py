@@ -185,3 +185,118 @@ def test_dump_is_yaml_with_contract_keys() -> None:
     snap = snapshot_from_mapping(minimal())
     doc = yaml.safe_load(dump_snapshot(snap))
     assert list(doc)[:5] == ["apiVersion", "kind", "availableVersions", "clusters", "workloads"]
+
+
+REACHABLE = {
+    "reachable": True,
+    "apiVersions": ["apps/v1", "batch/v1", "v1"],
+    "nodes": 3,
+    "readyNodes": 2,
+    "kubeletVersions": {"v1.31.1": 2, "v1.30.4": 1},
+}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        REACHABLE,
+        {"reachable": True, "apiVersions": [], "nodes": 2, "readyNodes": 2, "kubeletVersions": {}},
+        {"reachable": False, "reason": "no kubeconfig: Secret ns/a-kubeconfig not found"},
+    ],
+)
+def test_workload_cluster_status_round_trips(status: dict[str, Any]) -> None:
+    doc = minimal()
+    doc["clusters"][0]["workloadCluster"] = status
+    snap = snapshot_from_mapping(doc)
+    observed = snap.cluster("a").workload_cluster
+    assert observed is not None and observed.reachable is status["reachable"]
+    assert observed.to_json() == status
+    assert load_snapshot(dump_snapshot(snap)) == snap
+
+
+def test_a_cluster_without_workload_cluster_status_was_not_probed() -> None:
+    snap = snapshot_from_mapping(minimal())
+    assert snap.cluster("a").workload_cluster is None
+    assert "workloadCluster" not in dump_snapshot(snap)
+
+
+def test_workload_cluster_status_describes_itself_for_tables() -> None:
+    doc = minimal()
+    doc["clusters"][0]["workloadCluster"] = REACHABLE
+    observed = snapshot_from_mapping(doc).cluster("a").workload_cluster
+    assert observed is not None
+    assert observed.describe() == (
+        "2/3 Nodes Ready, kubelet v1.31.1 x2, v1.30.4 x1, 3 API versions"
+    )
+
+
+WC = "clusters[0].workloadCluster"
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        ({"reason": "x"}, f"{WC}: missing required field 'reachable'"),
+        ({"reachable": "false", "reason": "x"}, f"{WC}.reachable: must be true or false"),
+        ({"reachable": False}, f"{WC}: missing required field 'reason'"),
+        ({"reachable": False, "reason": " "}, f"{WC}.reason: must be a non-empty string"),
+        ({"reachable": False, "reason": "x" * 1001}, f"{WC}.reason: must be a non-empty string"),
+        ({"reachable": False, "reason": "x", "nodes": 1}, f"{WC}: unknown field(s) nodes"),
+        ({**REACHABLE, "reason": "x"}, f"{WC}: unknown field(s) reason"),
+        ({**REACHABLE, "apiVersions": ["apps"]}, f"{WC}.apiVersions[0]: expected group/version"),
+        ({**REACHABLE, "apiVersions": ["Apps/v1"]}, f"{WC}.apiVersions[0]: expected group/"),
+        ({**REACHABLE, "apiVersions": ["v1", "v1"]}, f"{WC}.apiVersions: duplicate entries"),
+        ({**REACHABLE, "apiVersions": "v1"}, f"{WC}.apiVersions: expected a list"),
+        ({**REACHABLE, "nodes": -1}, f"{WC}.nodes: must be an integer from 0"),
+        ({**REACHABLE, "readyNodes": 4}, f"{WC}.readyNodes: must be an integer from 0 to 3"),
+        ({**REACHABLE, "kubeletVersions": {"v1.31.1": 0}}, "kubeletVersions.v1.31.1: must be"),
+        ({**REACHABLE, "kubeletVersions": {"v1.31.1": 4}}, "counts more than the 3 Node(s)"),
+        ({**REACHABLE, "kubeletVersions": {"": 1}}, f"{WC}.kubeletVersions: invalid version"),
+        ({**REACHABLE, "kubeletVersions": ["v1.31.1"]}, f"{WC}.kubeletVersions: expected a map"),
+    ],
+)
+def test_workload_cluster_status_is_strict(status: dict[str, Any], message: str) -> None:
+    doc = minimal()
+    doc["clusters"][0]["workloadCluster"] = status
+    with pytest.raises(SnapshotError) as err:
+        snapshot_from_mapping(doc)
+    assert message in str(err.value)
+
+
+def test_workload_cluster_api_version_list_is_bounded() -> None:
+    doc = minimal()
+    doc["clusters"][0]["workloadCluster"] = {
+        **REACHABLE,
+        "apiVersions": [f"g{i}.example.com/v1" for i in range(1001)],
+    }
+    with pytest.raises(SnapshotError, match=r"apiVersions: more than 1000 entries"):
+        snapshot_from_mapping(doc)
+
+
+def _workloads_with(placements: list[dict[str, Any]], requests: list[object]) -> dict[str, Any]:
+    doc = minimal()
+    doc["workloads"] = [
+        {"name": f"w{i}", "placement": p, "requests": {"cpu": r}}
+        for i, (p, r) in enumerate(zip(placements, requests, strict=True))
+    ]
+    return doc
+
+
+def test_parts_parsed_once_are_still_parsed_from_their_own_text() -> None:
+    """The loader parses each distinct part once (``_by_content``); every part of the key counts."""
+    aff: list[dict[str, Any]] = [
+        {"clusterAffinities": [{"name": "eu", "matchLabels": {"env": "prod"}}]},
+        {"clusterAffinities": [{"name": "us", "matchLabels": {"env": "dev"}}]},
+        {"clusterAffinity": {"matchLabels": {"env": "prod"}}},
+        {"clusterAffinity": {"matchLabels": {"env": "prod"}}},
+    ]
+    snap = snapshot_from_mapping(_workloads_with(aff, ["1", "2", "1", 1]))
+    w0, w1, w2, w3 = snap.workloads
+    assert w0.placement.affinities[0].name == "eu"
+    assert w1.placement.affinities[0].name == "us"
+    assert w0.placement.affinities != w1.placement.affinities
+    # Equal parts are one object, however they were written (1 and "1" CPU).
+    assert w2.placement.affinities is w3.placement.affinities
+    assert w2.requests is w3.requests
+    assert w0.requests is w2.requests
+    assert w1.requests != w0.requests

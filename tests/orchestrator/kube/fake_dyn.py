@@ -1,7 +1,8 @@
 """An in-memory stand-in for ``kubernetes.dynamic.DynamicClient`` (the calls our adapters make).
 
 Objects live in ``objects[kind][(namespace, name)]``. ``get`` lists (namespace and ``key=value``
-or ``key`` label selectors) or reads one; ``patch`` is a JSON merge patch honouring
+or ``key`` label selectors, pages with ``limit``/``_continue``, counted in ``lists`` and
+``pages``) or reads one; ``patch`` is a JSON merge patch honouring
 ``metadata.resourceVersion`` (409 on mismatch); ``server_side_apply`` merges the applied fields
 (creating the object); ``<resource>.status.server_side_apply`` replaces status fields of an
 existing object (404 otherwise; 409 when ``metadata.resourceVersion`` is given and differs), as
@@ -75,7 +76,12 @@ class Resource:
         self.status = StatusResource(self)
 
     def get(
-        self, name: str | None = None, namespace: str | None = None, label_selector: str = ""
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        label_selector: str = "",
+        limit: int | None = None,
+        _continue: str | None = None,
     ) -> Result:
         objs = self.store.objects.setdefault(self.kind, {})
         if name is not None:
@@ -83,10 +89,20 @@ class Resource:
             if obj is None:
                 raise ApiError(404)
             return Result(obj)
-        items = [o for (ns, _), o in objs.items() if namespace in (None, ns)]
+        if _continue is None:
+            self.store.lists[self.kind] = self.store.lists.get(self.kind, 0) + 1
+        self.store.pages[self.kind] = self.store.pages.get(self.kind, 0) + 1
+        if _continue is not None and _continue in self.store.expired:
+            raise ApiError(410)
+        items = [o for (ns, _), o in sorted(objs.items()) if namespace in (None, ns)]
         if label_selector:
             items = [o for o in items if _selected(o, label_selector)]
-        return Result({"items": items})
+        start = int(_continue or 0)
+        if limit is None or start + limit >= len(items):
+            return Result({"metadata": {}, "items": items[start:]})
+        return Result(
+            {"metadata": {"continue": str(start + limit)}, "items": items[start : start + limit]}
+        )
 
     def patch(self, body: dict[str, Any], name: str, namespace: str, content_type: str) -> Result:
         assert content_type == "application/merge-patch+json"
@@ -123,6 +139,9 @@ class FakeDyn:
         self.writes: list[tuple[str, str, str, dict[str, Any]]] = []
         self.missing = set(missing)  # kinds the server does not serve
         self.invalidations = 0
+        self.lists: dict[str, int] = {}  # LIST calls (first pages) per kind
+        self.pages: dict[str, int] = {}  # pages fetched per kind
+        self.expired: set[str] = set()  # continue tokens the "server" answers with 410
         self.rv = 1
         self.resources = self
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.apicatalog import catalog
+from orchestrator.domain.location import FIELD_OPERATORS, FIELDS, SPREAD_FIELDS, value_error
 from orchestrator.domain.snapshot import (
     DIVISION_TYPES,
     FleetSnapshot,
@@ -227,8 +228,16 @@ def test_fleet_workload_spec_mirrors_the_snapshot_workload() -> None:
         "replicaScheduling",
         "maxLatency",
         "maxClusters",
+        "spreadConstraints",
     }
-    affinity = {"name", "matchLabels", "matchExpressions", "clusterNames", "exclude"}
+    affinity = {
+        "name",
+        "matchLabels",
+        "matchExpressions",
+        "fieldSelector",
+        "clusterNames",
+        "exclude",
+    }
     assert set(placement["clusterAffinity"]["properties"]) == affinity
     assert placement["clusterAffinities"]["items"] == placement["clusterAffinity"]
     assert set(placement["tolerations"]["items"]["properties"]) == {
@@ -248,6 +257,46 @@ def test_fleet_workload_spec_mirrors_the_snapshot_workload() -> None:
         "maxReplicas",
     }
     assert set(placement["maxLatency"]["properties"]) == {"cluster", "region", "rttMs"}
+    fields = placement["clusterAffinity"]["properties"]["fieldSelector"]["properties"]
+    expression = fields["matchExpressions"]["items"]["properties"]
+    assert expression["key"]["enum"] == list(FIELDS)
+    assert expression["operator"]["enum"] == list(FIELD_OPERATORS)
+    value = re.compile(expression["values"]["items"]["pattern"])
+    for text in ("eu-west-1", "a", "Zone_1.b", "", "-eu", "eu west"):
+        assert bool(value.match(text)) == (not value_error(text)), text
+    spread = placement["spreadConstraints"]["items"]["properties"]
+    assert set(spread) == {"spreadByField", "minGroups", "maxGroups"}
+    assert spread["spreadByField"]["enum"] == list(SPREAD_FIELDS)
+
+
+def test_fleet_workload_with_fields_and_spreads_reads_into_the_snapshot() -> None:
+    """What the CRD admits, the snapshot parser takes (and its dump is what the CRD admits)."""
+    placement = {
+        "clusterAffinity": {
+            "fieldSelector": {
+                "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["eu-1c"]}]
+            }
+        },
+        "spreadConstraints": [
+            {"spreadByField": "region", "minGroups": 2, "maxGroups": 3},
+            {"spreadByField": "cluster", "minGroups": 2},
+        ],
+    }
+    obj = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"apis": ["apps/v1/Deployment"], "placement": placement},
+    }
+    entry = fleetapi.workload_entry(obj)
+    snapshot = snapshot_from_mapping(
+        {"clusters": [{"name": "a", "controlPlane": {"version": "v1.33.0"}}], "workloads": [entry]}
+    )
+    (w,) = snapshot.workloads
+    assert [c.field for c in w.placement.spread_constraints] == ["cluster", "region"]
+    again = fleetapi.fleet_workload(w)["spec"]["placement"]
+    assert again["clusterAffinity"] == placement["clusterAffinity"]
+    assert sorted(again["spreadConstraints"], key=str) == sorted(
+        placement["spreadConstraints"], key=str
+    )
 
 
 def test_api_pattern_accepts_every_catalog_api() -> None:

@@ -15,9 +15,14 @@ It follows the rules written in ``orchestrator.placement`` (package and schedule
   maxReplicas, taking each cluster's largest matching weight entry; when no entry matches a
   feasible cluster, every feasible cluster weighs 1 and the decision says so;
 * division by Webster's method, one replica at a time (``plain_division``);
+* spread constraints: groups taken down the ranking while within maxGroups, clusters whose
+  groups were all taken, a cover of each group first under a cluster cap, and the replicas
+  spanning minGroups of every constraint (``orchestrator.placement.spread``, done plainly);
 * NoExecute tolerations with ``tolerationSeconds`` end at ``now`` when given; chosen clusters
   that such a toleration holds are listed with their eviction time;
-* reasons: every rejected cluster with every reason, with the capacity the workload saw.
+* reasons: every rejected cluster with every reason, with the capacity the workload saw;
+* scores: every cluster the winning term (else the first) finds feasible, with each score
+  plugin's answer and the weighted total, best first, ties by name.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import dataclasses
 from collections.abc import Collection
 from datetime import datetime
 
+from orchestrator.domain.location import SpreadConstraint, groups_of
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, ReplicaScheduling, Workload
 from orchestrator.domain.taints import eviction_time, format_time
 from orchestrator.placement import division
@@ -52,6 +58,8 @@ class RefDecision:
     affinity: str | None
     division_note: str = ""
     evict_at: tuple[tuple[str, str], ...] = ()
+    # (cluster, total, ((plugin, score), ...)), best first
+    scores: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...] = ()
 
 
 def _dynamic(plugin: object) -> bool:
@@ -83,6 +91,65 @@ def _weight(view: Workload, cluster: Cluster) -> tuple[int, int, int | None]:
     top = max(e.weight for e in matching)
     entry = next(e for e in matching if e.weight == top)
     return entry.weight, entry.min_replicas, entry.max_replicas
+
+
+def _groups(c: SpreadConstraint, cluster: Cluster) -> set[str]:
+    return set(groups_of(c.field, cluster.name, cluster.location))
+
+
+def _spread(
+    view: Workload, clusters: tuple[Cluster, ...], ranked: list[int]
+) -> tuple[list[int], str]:
+    """The clusters a spread-constrained workload divides over (by rank), or the failure."""
+    policy = view.placement
+    located = [c for c in policy.spread_constraints if c.field != "cluster"]
+    per_cluster = [c for c in policy.spread_constraints if c.field == "cluster"]
+    cap = policy.max_clusters
+    if per_cluster and per_cluster[0].max_groups is not None:
+        cap = per_cluster[0].max_groups
+    usable = list(ranked)
+    if located:
+        c = located[0]
+        taken: list[str] = []
+        for i in ranked:
+            new = sorted(_groups(c, clusters[i]) - set(taken))
+            if c.max_groups is None or len(taken) + len(new) <= c.max_groups:
+                taken += new
+        if len(taken) < c.min_groups:
+            noun = c.field if len(taken) == 1 else f"{c.field}s"
+            return [], (
+                f"spread by {c.field}: the feasible clusters span {len(taken)} {noun}, "
+                f"need {c.describe()}"
+            )
+        usable = [i for i in ranked if _groups(c, clusters[i]) <= set(taken)]
+        if cap is not None and len(usable) > cap:
+            picked: list[int] = []
+            for group in taken:
+                covered = set().union(*(_groups(c, clusters[i]) for i in picked))
+                if len(picked) < cap and group not in covered:
+                    picked.append(next(i for i in usable if group in _groups(c, clusters[i])))
+            usable = picked + [i for i in usable if i not in picked][: cap - len(picked)]
+    elif cap is not None:
+        usable = usable[:cap]
+    if per_cluster and len(usable) < per_cluster[0].min_groups:
+        noun = "cluster" if len(usable) == 1 else "clusters"
+        return [], (
+            f"spread by cluster: {len(usable)} {noun} can be used, need {per_cluster[0].describe()}"
+        )
+    return sorted(usable), ""
+
+
+def _spans(
+    view: Workload, clusters: tuple[Cluster, ...], assignment: list[tuple[int, int]], kind: str
+) -> str:
+    """Why the replicas span too few groups, or ""."""
+    used = [i for i, r in assignment if r > 0]
+    for c in view.placement.spread_constraints if used else ():
+        spanned = set().union(*(_groups(c, clusters[i]) for i in used))
+        if len(spanned) < c.min_groups:
+            noun = c.field if len(spanned) == 1 else f"{c.field}s"
+            return f"{kind} division put the replicas on {len(spanned)} {noun}, need {c.describe()}"
+    return ""
 
 
 def _attempt(
@@ -136,8 +203,14 @@ def _attempt(
     chosen = sorted(ranked if limit is None else ranked[:limit])
     if not chosen:
         return [], "no feasible cluster"
+    if policy.spread_constraints:
+        chosen, failure = _spread(view, clusters, ranked)
+        if failure:
+            return [], failure
     if kind == "Duplicated":
-        return [(i, view.replicas) for i in chosen], ""
+        duplicated = [(i, view.replicas) for i in chosen]
+        failure = _spans(view, clusters, duplicated, kind)
+        return ([], failure) if failure else (duplicated, "")
     scores = [totals[i] for i in chosen]
     rooms = [ctx.replicas_fitting(i, view) for i in chosen]
     if kind == "Dynamic":
@@ -157,7 +230,9 @@ def _attempt(
             [t[2] for t in triples],
         )
     if allocation.complete:
-        return [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0], ""
+        assignment = [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0]
+        failure = _spans(view, clusters, assignment, kind)
+        return ([], failure) if failure else (assignment, "")
     placed = view.replicas - allocation.unplaced
     why = "capacity, maxReplicas or weights" if kind == "Weighted" else "capacity"
     return [], (
@@ -226,6 +301,17 @@ def reference_place(
                     found.append(failure)
             if found:
                 reasons[c.name] = tuple(dict.fromkeys(found))
+        view, _, _, static = attempts[-1] if placed else attempts[0]
+        rows = []
+        for i, c in enumerate(clusters):
+            if c.name in exclude_clusters or not all(a[i].fits for a in static.values()):
+                continue
+            if not all(p.filter(ctx, view, c).fits for p in plugins.dynamic):
+                continue
+            answers = tuple((p.name, p.score(ctx, view, c)) for p in plugins.scorers)
+            total = sum(p.weight * a for p, (_, a) in zip(plugins.scorers, answers, strict=True))
+            rows.append((-total, i, (c.name, total, answers)))
+        scores = tuple(row[2] for row in sorted(rows))
         if placed:
             view = attempts[-1][0]
             req = view.requests
@@ -259,6 +345,7 @@ def reference_place(
                 affinity=(attempts[-1][1] or None) if placed else None,
                 division_note=notes[0] if placed and notes else "",
                 evict_at=tuple(evict_at),
+                scores=scores,
             )
         )
     return out

@@ -53,6 +53,7 @@ def test_fits_is_filter_without_reasons(fleet: FleetSnapshot) -> None:
     plugins = [p for p in DEFAULT_REGISTRY.filters if isinstance(p, FitsFilter)]
     assert {p.name for p in plugins} == {
         "ClusterAffinity",
+        "SpreadConstraint",
         "TaintToleration",
         "APICompatibility",
         "NetworkLatency",

@@ -14,7 +14,10 @@ from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, topk
 from tests.orchestrator.placement.reference import RefDecision, reference_place
 
 
-def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any) -> None:
+def _compare(
+    snapshot: FleetSnapshot, expected: list[RefDecision], *, scores: bool = False, **kwargs: Any
+) -> None:
+    """Decisions and reasons always; with ``scores``, every feasible cluster's scores too."""
     result = place(snapshot, **kwargs)
     assert [d.workload for d in result.decisions] == [r.workload for r in expected]
     for got, want in zip(result.decisions, expected, strict=True):
@@ -25,6 +28,9 @@ def _compare(snapshot: FleetSnapshot, expected: list[RefDecision], **kwargs: Any
         assert dict(got.reasons) == want.reasons, got.workload
         assert got.division_note == want.division_note, got.workload
         assert got.evict_at == want.evict_at, got.workload
+        if scores:
+            found = tuple((c.name, c.total, c.plugins) for c in got.scores.clusters)
+            assert found == want.scores, got.workload
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +104,9 @@ def test_matches_reference_with_other_registries(
 ) -> None:
     snapshot = generate_fleet(60, 400, seed=9)
     expected = reference_place(snapshot, registry=registry)
-    _compare(snapshot, expected, registry=registry)
+    _compare(snapshot, expected, registry=registry, scores=True)
     monkeypatch.setattr(topk, "DIRECT_LIMIT", 0)  # the threshold algorithm everywhere
-    _compare(snapshot, expected, registry=registry)
+    _compare(snapshot, expected, registry=registry, scores=True)
 
 
 def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
@@ -174,7 +180,48 @@ def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
             placement.pop("maxClusters", None)  # so that large ones spill onto several clusters
             placement["replicaScheduling"] = {"type": "Aggregated"}
             w["replicas"] = rng.choice((3, 30, 120))
+    _locate(mapping, random.Random(seed + 1000))
     return snapshot_from_mapping(mapping)
+
+
+def _locate(mapping: dict[str, Any], rng: random.Random) -> None:
+    """Cluster fields and the policies that read them: field selectors and spreads.
+
+    Regions come from the generator's ``region`` label; zones (one or two per cluster, some
+    clusters none) and a few explicit providers are added here. A separate random stream keeps
+    the other policy shapes as they were.
+    """
+    for c in mapping["clusters"]:
+        region = c["labels"]["region"]
+        roll = rng.random()
+        if roll < 0.6:
+            c["zones"] = [f"{region}-{rng.choice('abc')}"]
+        elif roll < 0.85:
+            c["zones"] = [f"{region}-a", f"{region}-b"]
+        if rng.random() < 0.2:
+            c["provider"] = rng.choice(("aws", "gcp"))
+    for w in mapping["workloads"]:
+        placement = w["placement"]
+        roll = rng.random()
+        if roll < 0.05 and "clusterAffinity" in placement:
+            placement["clusterAffinity"]["fieldSelector"] = {
+                "matchExpressions": [
+                    {"key": "zone", "operator": rng.choice(("In", "NotIn")), "values": ["eu-a"]},
+                    {"key": "provider", "operator": "NotIn", "values": ["gcp"]},
+                ]
+            }
+        elif roll < 0.15 and not placement.get("replicaScheduling", {}).get("weights"):
+            field = rng.choice(("region", "zone", "provider"))
+            low = rng.choice((1, 2, 3))
+            spread: list[dict[str, Any]] = [
+                {"spreadByField": field, "minGroups": low, "maxGroups": low + rng.choice((0, 1))}
+            ]
+            if rng.random() < 0.5:
+                placement.pop("maxClusters", None)
+                spread.append({"spreadByField": "cluster", "minGroups": 2, "maxGroups": 4})
+            elif placement.get("maxClusters", 4) < low:
+                placement["maxClusters"] = low
+            placement["spreadConstraints"] = spread
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -184,8 +231,15 @@ def test_matches_reference_on_varied_policies(
 ) -> None:
     snapshot = _varied(50, 500, seed)
     expected = reference_place(snapshot)
+    spreading = [
+        d
+        for d, w in zip(expected, sorted(snapshot.workloads, key=lambda w: w.key), strict=True)
+        if w.placement.spread_constraints
+    ]
+    assert any(not d.unschedulable for d in spreading)
+    assert any(d.unschedulable for d in spreading)
     monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
-    _compare(snapshot, expected)
+    _compare(snapshot, expected, scores=True)
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -197,4 +251,4 @@ def test_matches_reference_with_a_clock(seed: int) -> None:
     assert any(d.evict_at for d in expected)
     assert any(d.division_note for d in expected)
     assert any("ran out" in r for d in expected for rs in d.reasons.values() for r in rs)
-    _compare(snapshot, expected, now=now)
+    _compare(snapshot, expected, now=now, scores=True)

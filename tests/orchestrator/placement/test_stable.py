@@ -289,3 +289,32 @@ def test_json_reports_moved_per_decision() -> None:
     new = _json(_fleet({}, replicas=2, division=DYNAMIC))
     assert new["moved"]["replicas"] == 0 and new["moved"]["removed"] == {}
     assert sum(new["moved"]["added"].values()) == 2
+
+
+def _spread_by_region(mapping: dict[str, Any], regions: dict[str, str]) -> dict[str, Any]:
+    for cluster in mapping["clusters"]:
+        cluster["region"] = regions[cluster["name"]]
+    placement = mapping["workloads"][0]["placement"]
+    placement["spreadConstraints"] = [{"spreadByField": "region", "minGroups": 2}]
+    return mapping
+
+
+REGIONS = {"a": "eu", "b": "eu", "c": "us"}
+
+
+@pytest.mark.parametrize(
+    ("current", "replicas", "moved"),
+    [
+        ({"a": 3, "c": 3}, {"a": 3, "c": 3}, 0),
+        # A spread added under a workload running in eu only: from scratch (equal rooms, 2/2/2).
+        ({"a": 4, "b": 2}, {"a": 2, "b": 2, "c": 2}, 2),
+    ],
+    ids=["an assignment that spans the regions stays", "one that spans too few is re-divided"],
+)
+def test_a_spread_keeps_an_assignment_only_while_it_spans_enough_groups(
+    current: dict[str, int], replicas: dict[str, int], moved: int
+) -> None:
+    decision = _decide(_spread_by_region(_fleet(current, replicas=6, division=DYNAMIC), REGIONS))
+    assert not decision.unschedulable
+    assert decision.replicas == replicas
+    assert decision.moved.replicas == moved

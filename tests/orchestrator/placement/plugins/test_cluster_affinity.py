@@ -126,3 +126,93 @@ def test_no_term_fits_is_unschedulable_with_reasons_for_every_cluster() -> None:
     assert decision.unschedulable
     assert decision.clusters == ()
     assert set(decision.reasons) == {"ap-1", "ap-2"}
+
+
+def _fields(*expressions: tuple[str, str, list[str]]) -> dict[str, Any]:
+    return {
+        "matchExpressions": [{"key": k, "operator": op, "values": v} for k, op, v in expressions]
+    }
+
+
+@pytest.mark.parametrize(
+    ("cluster_fields", "field_selector", "reasons"),
+    [
+        ({"provider": "aws"}, _fields(("provider", "In", ["aws"])), ()),
+        (
+            {"provider": "aws"},
+            _fields(("provider", "NotIn", ["aws"])),
+            ("fields do not match provider notin (aws)",),
+        ),
+        ({}, _fields(("provider", "NotIn", ["aws"])), ()),  # no provider: NotIn holds
+        ({}, _fields(("region", "In", ["eu"])), ("fields do not match region in (eu)",)),
+        ({"zones": ["eu-a", "eu-b"]}, _fields(("zone", "In", ["eu-a", "eu-b", "eu-c"])), ()),
+        (
+            {"zones": ["eu-a", "eu-b"]},
+            _fields(("zone", "In", ["eu-a"])),
+            ("fields do not match zone in (eu-a)",),
+        ),
+        (
+            {"zones": ["eu-a"], "region": "eu"},
+            _fields(("region", "In", ["eu"]), ("zone", "NotIn", ["eu-a"])),
+            ("fields do not match region in (eu),zone notin (eu-a)",),
+        ),
+    ],
+)
+def test_field_selector(
+    cluster_fields: dict[str, Any], field_selector: dict[str, Any], reasons: tuple[str, ...]
+) -> None:
+    item = {**cluster("c1"), **cluster_fields}
+    w = workload("w", clusterAffinity={"fieldSelector": field_selector})
+    ctx, wl, c = single(item, w)
+    assert PLUGIN.filter(ctx, wl, c).reasons == reasons
+    assert PLUGIN.fits(ctx, wl, c) == (not reasons)
+
+
+def test_labels_and_fields_both_give_their_reason() -> None:
+    item = {**cluster("c1", labels={"env": "dev"}), "region": "us"}
+    affinity = {"matchLabels": {"env": "prod"}, "fieldSelector": _fields(("region", "In", ["eu"]))}
+    ctx, w, c = single(item, workload("w", clusterAffinity=affinity))
+    assert PLUGIN.filter(ctx, w, c).reasons == (
+        "labels do not match env=prod",
+        "fields do not match region in (eu)",
+    )
+
+
+def test_field_selector_places_on_matching_fields_only() -> None:
+    snapshot = fleet(
+        [
+            {**cluster("aws-eu"), "provider": "aws", "region": "eu"},
+            {**cluster("gcp-eu"), "provider": "gcp", "region": "eu"},
+            {**cluster("aws-us"), "provider": "aws", "region": "us"},
+        ],
+        [
+            workload(
+                "w",
+                clusterAffinity={
+                    "fieldSelector": _fields(("provider", "In", ["aws"]), ("region", "In", ["eu"]))
+                },
+            )
+        ],
+    )
+    (decision,) = place(snapshot).decisions
+    assert decision.replicas == {"aws-eu": 1}
+    assert decision.summary.text == (
+        "1/3 clusters available: 2 fields do not match provider in (aws),region in (eu)"
+    )
+
+
+def test_clusternames_beside_a_selector_explain_each_class() -> None:
+    """Names and a selector: every unnamed cluster says both, each with its own selector reason."""
+    snapshot = fleet(
+        [
+            cluster("a", labels={"env": "prod"}),
+            cluster("b", labels={"env": "dev"}),
+            cluster("c", labels={"env": "prod"}),
+        ],
+        [workload("w", clusterAffinity={"clusterNames": ["a"], "matchLabels": {"env": "prod"}})],
+    )
+    (decision,) = place(snapshot).decisions
+    assert dict(decision.reasons) == {
+        "b": ("not in clusterNames a", "labels do not match env=prod"),
+        "c": ("not in clusterNames a",),
+    }

@@ -1,0 +1,271 @@
+"""``calibrator schedule``: continuous calibration on Temporal Schedules.
+
+Thin wrappers over ``workflows.schedules``. Everything that can be checked without the server
+(the name, the policy file, the timetable) is checked before connecting, so bad input is one
+``error:`` line with exit 2 and nothing is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from orchestrator.cli.files import clip_message
+from orchestrator.cli.output import Format, emit, fail, new_table
+from orchestrator.cli.temporal import (
+    FROM_ENVIRONMENT,
+    TemporalOptions,
+    connect,
+    connection_options,
+    resolve,
+)
+
+schedule_app = typer.Typer(
+    help="Continuous calibration: evaluate a policy on a timetable, calibrate when it is broken.",
+    no_args_is_help=True,
+)
+
+NameArg = Annotated[str, typer.Argument(help="Schedule name (prefixes every run's id).")]
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept as the schedule's note).")]
+
+
+def _call(
+    temporal: TemporalOptions,
+    call: Callable[[Any], Awaitable[Any]],
+) -> Any:
+    """Connect, run one ``workflows.schedules`` call; refusals are one line (exit 2)."""
+    from orchestrator.domain.errors import InputError
+    from workflows.client import ControlError
+
+    resolve(temporal)  # bad connection settings: exit 2 before anything connects
+
+    async def main() -> Any:
+        return await call(await connect(temporal))
+
+    try:
+        return asyncio.run(main())
+    except (ControlError, InputError) as err:
+        fail(clip_message(str(err)))
+
+
+@schedule_app.command()
+@connection_options
+def create(
+    name: NameArg,
+    policy: Annotated[Path, typer.Option("--policy", "-p", help="CalibrationPolicy YAML.")],
+    every: Annotated[
+        str | None, typer.Option("--every", help="Interval, e.g. 1h or 1d (at least 1m).")
+    ] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="Cron expression (UTC), e.g. '0 3 * * Sat'.")
+    ] = None,
+    paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
+    note: Annotated[str, typer.Option("--note", help="Note shown with the schedule.")] = "",
+    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Evaluate POLICY on a timetable; start a calibration when due clusters break it."""
+    from datetime import timedelta
+
+    from orchestrator.cli.files import read_document
+    from orchestrator.domain.documents import load_document
+    from orchestrator.domain.durations import parse_duration
+    from orchestrator.domain.errors import InputError
+    from workflows import schedules
+
+    try:
+        document = load_document(read_document(policy, "policy"), "policy")
+        if not isinstance(document, dict):
+            raise InputError("policy: expected a mapping")
+        interval = None if every is None else timedelta(seconds=parse_duration(every, "--every"))
+        spec = schedules.build_schedule(
+            name, document, every=interval, cron=cron, paused=paused, note=note
+        )
+    except InputError as err:
+        fail(clip_message(str(err)))
+    doc = _call(temporal, lambda client: schedules.create(client, name, spec))
+    emit(doc, output, lambda con: _describe_table(con, doc))
+
+
+@schedule_app.command("list")
+@connection_options
+def list_(
+    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Every continuous-calibration schedule of the namespace."""
+    from workflows import schedules
+
+    rows: list[dict[str, Any]] = _call(temporal, schedules.list_all)
+
+    def table(con: Console) -> None:
+        t = new_table(
+            "Continuous calibration schedules",
+            ("Name", "Timetable", "Paused", "Next run", "Last run", "Note"),
+        )
+        for r in rows:
+            t.add_row(
+                r["name"], r["spec"], "yes" if r["paused"] else "no",
+                r["nextRun"] or "", r["lastRun"] or "", r["note"],
+            )  # fmt: skip
+        con.print(t)
+
+    emit({"schedules": rows}, output, table)
+
+
+@schedule_app.command()
+@connection_options
+def describe(
+    name: NameArg,
+    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Timetable, state, policy, recent runs and the latest evaluation's verdict."""
+    from workflows import schedules
+
+    doc = _call(temporal, lambda client: schedules.describe(client, name))
+    emit(doc, output, lambda con: _describe_table(con, doc))
+
+
+@schedule_app.command()
+@connection_options
+def pause(
+    name: NameArg, reason: ReasonOpt = "", temporal: TemporalOptions = FROM_ENVIRONMENT
+) -> None:
+    """Start no more runs (a running evaluation or calibration goes on)."""
+    from workflows import schedules
+
+    Console().print(_call(temporal, lambda client: schedules.pause(client, name, reason)))
+
+
+@schedule_app.command()
+@connection_options
+def unpause(
+    name: NameArg, reason: ReasonOpt = "", temporal: TemporalOptions = FROM_ENVIRONMENT
+) -> None:
+    """Start runs again from the next tick."""
+    from workflows import schedules
+
+    Console().print(_call(temporal, lambda client: schedules.unpause(client, name, reason)))
+
+
+@schedule_app.command()
+@connection_options
+def trigger(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None:
+    """Evaluate now (skipped, like any tick, while the previous run still runs)."""
+    from workflows import schedules
+
+    Console().print(_call(temporal, lambda client: schedules.trigger(client, name)))
+
+
+@schedule_app.command()
+@connection_options
+def delete(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None:
+    """Delete the schedule (calibrations it started go on)."""
+    from workflows import schedules
+
+    Console().print(_call(temporal, lambda client: schedules.delete(client, name)))
+
+
+@schedule_app.command()
+def check(
+    policy: Annotated[Path, typer.Option("--policy", "-p", help="CalibrationPolicy YAML.")],
+    snapshot: Annotated[Path, typer.Option("--snapshot", "-s", help="FleetSnapshot YAML/JSON.")],
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Evaluate at this time (ISO 8601 with zone; default now)."),
+    ] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Offline: what would a tick decide for this fleet? (no Temporal, nothing started)."""
+    from datetime import UTC, datetime
+
+    from orchestrator.cli.files import read_document
+    from orchestrator.domain.errors import InputError
+    from orchestrator.domain.policy import evaluate_policy, load_policy
+    from orchestrator.domain.snapshot import load_snapshot
+
+    try:
+        rules = load_policy(read_document(policy, "policy"))
+        fleet = load_snapshot(read_document(snapshot, "snapshot"))
+        try:
+            when = datetime.now(UTC) if at is None else datetime.fromisoformat(at)
+        except ValueError:
+            raise InputError(f"--at: expected an ISO 8601 time, got {str(at)[:40]!r}") from None
+        if when.tzinfo is None:
+            raise InputError("--at: give a time zone, e.g. 2026-12-05T03:00:00+00:00")
+        result = evaluate_policy(fleet, rules, when)
+    except InputError as err:
+        fail(clip_message(str(err)))
+    violations: list[dict[str, Any]] = [
+        {
+            "cluster": v.name,
+            "state": v.state(),
+            "goal": "" if v.goal is None else str(v.goal),
+            "rules": [x.rule for x in v.violations],
+            "reasons": [x.message for x in v.violations]
+            + ([f"unfixable: {v.unfixable}"] if v.unfixable else [])
+            + ([f"being upgraded by {v.busy}"] if v.busy else []),
+            "opensAt": None if v.opens_at is None else v.opens_at.isoformat(),
+        }
+        for v in result.violating
+    ]
+    calibrations = [
+        {"target": str(goal), "clusters": list(names)} for goal, names in result.due_groups()
+    ]
+    doc = {
+        "policy": rules.describe(),
+        "at": when.isoformat(),
+        "newest": str(result.newest),
+        "checked": result.checked,
+        "compliant": result.compliant,
+        "counts": result.counts(),
+        "calibrations": calibrations,
+        "violations": violations,
+    }
+
+    def table(con: Console) -> None:
+        verdict = "compliant" if result.compliant else f"{len(result.violating)} violating"
+        t = new_table(
+            f"policy: {doc['policy']} · newest {doc['newest']} · {result.checked} checked, "
+            f"{verdict}",
+            ("Cluster", "State", "Goal", "Why"),
+        )
+        for v in violations:
+            why = "; ".join(v["reasons"])
+            if v["opensAt"]:
+                why += f" (window opens {v['opensAt']})"
+            t.add_row(v["cluster"], v["state"], v["goal"] or "-", why)
+        starts = [f"{c['target']}: {len(c['clusters'])} cluster(s)" for c in calibrations]
+        t.caption = "a tick starts: " + ("; ".join(starts) or "nothing")
+        con.print(t)
+
+    emit(doc, output, table)
+
+
+def _describe_table(con: Console, doc: dict[str, Any]) -> None:
+    title = f"schedule {doc['name']}: {doc['spec']}" + (" (paused)" if doc["paused"] else "")
+    table = new_table(title, ("Field", "Value"))
+    for key in ("policy", "note", "overlap", "runs", "skippedOverlap", "taskQueue"):
+        table.add_row(key, str(doc.get(key, "")))
+    table.add_row("running", ", ".join(doc.get("running") or ()) or "-")
+    table.add_row("next runs", ", ".join(doc.get("nextRuns") or ()) or "-")
+    for run in doc.get("recent") or ():
+        table.add_row("run", f"{run['startedAt']}  {run['workflowId']}")
+    last = doc.get("lastResult")
+    if last:
+        table.add_row("last result", f"{last.get('status', '')}: {last.get('message', '')}")
+        report = last.get("report") or {}
+        for v in report.get("sample") or ():
+            table.add_row(
+                f"  {v['cluster']}", f"{v['state']} -> {v['goal'] or '-'}: {v['message']}"
+            )
+        for c in last.get("calibrations") or ():
+            table.add_row("  calibration", f"{c['calibration_id']}: {c['phase']}")
+    con.print(table)

@@ -1,0 +1,337 @@
+"""Management-cluster objects -> FleetSnapshot: the pure half of the live inventory.
+
+``orchestrator.kube.inventory`` makes the LIST calls and probes workload clusters; everything it
+then decides - which version a cluster declares, which clusters are in the fleet, which are left
+out and why, which versions are available - is decided here, over plain dicts, so it is tested
+without a server and the CLI and the worker read a fleet the same way.
+
+Rules (docs/api.md "Live inventory"):
+
+* **Clusters** being deleted are not part of the fleet. A cluster whose control plane object
+  does not exist yet is *pending* (being created); one whose objects are malformed, or whose
+  control plane is not a KubeadmControlPlane, is *skipped*. Both come back by name with the
+  reason, never dropped silently.
+* **Declared versions**: a managed topology declares its control plane in
+  ``Cluster.spec.topology.version`` and its pools follow it unless deferred
+  (``capi.pool_declared``); other clusters declare ``KubeadmControlPlane.spec.version`` and
+  ``MachineDeployment.spec.template.spec.version``.
+* **Labels** are the Cluster's, without CAPI's own (``cluster.x-k8s.io/``,
+  ``topology.cluster.x-k8s.io/``), so selectors see what operators set.
+* **Taints** are the ``calibrator.dev/taints`` annotation (DESIGN.md contract).
+* **availableVersions** are the ``kubernetesVersions`` of the ClusterClasses that the fleet's
+  managed topologies use; a version that does not parse is ignored (one foreign typo must not
+  hide the fleet).
+* **Workloads** are the FleetWorkloads; a FleetWorkload's last decision (``status.clusters``)
+  is its current placement with replicas per cluster, and current clusters outside the fleet
+  are dropped (a deleted cluster runs nothing).
+
+Each part of a cluster entry has its own small function, so a new snapshot field is one more
+function and one more line in ``cluster_entry``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.location import cluster_location
+from orchestrator.domain.snapshot import (
+    API_VERSION,
+    KIND,
+    FleetSnapshot,
+    WorkloadClusterStatus,
+    snapshot_from_mapping,
+)
+from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.kube import capi, fleetapi
+
+CAPI_LABEL_PREFIXES = ("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/")
+REASON_LIMIT = 200
+Key = tuple[str, str]  # (namespace, name)
+
+
+class InventoryError(Exception):
+    """The objects cannot form one FleetSnapshot (the message names the object to fix)."""
+
+
+@dataclass(frozen=True)
+class FleetObjects:
+    """What one LIST of each kind returned."""
+
+    classes: Sequence[Mapping[str, Any]] = ()
+    clusters: Sequence[Mapping[str, Any]] = ()
+    control_planes: Sequence[Mapping[str, Any]] = ()
+    machine_deployments: Sequence[Mapping[str, Any]] = ()
+    fleet_workloads: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class MappedCluster:
+    """One cluster of the fleet: where it lives and its snapshot entry."""
+
+    name: str
+    namespace: str
+    entry: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FleetMap:
+    """The clusters of the fleet (by name), and those left out with the reason."""
+
+    clusters: tuple[MappedCluster, ...] = ()
+    available_versions: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Malformed or unsupported: name -> reason."""
+    pending: Mapping[str, str] = field(default_factory=dict)
+    """Not provisioned far enough to be calibrated (no control plane object yet): name -> reason."""
+
+
+def short(text: str, limit: int = REASON_LIMIT) -> str:
+    """One line of at most ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def key(obj: Mapping[str, Any]) -> Key:
+    """(namespace, name) of an object."""
+    meta = capi.meta(obj)
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def checked_version(version: object, what: str) -> str:
+    """``version`` if it parses; InputError naming ``what`` otherwise."""
+    if not isinstance(version, str) or not version:
+        raise InputError(f"{what} declares no Kubernetes version")
+    try:
+        KubeVersion.parse(version)
+    except InputError as err:
+        raise InputError(f"{what}: {err}") from None
+    return version
+
+
+# ------------------------------------------------------------------------------------ clusters
+
+
+def cluster_labels(cluster: Mapping[str, Any]) -> dict[str, str]:
+    """The Cluster's labels without CAPI's own."""
+    labels = capi.meta(cluster).get("labels") or {}
+    return {k: str(v) for k, v in labels.items() if not k.startswith(CAPI_LABEL_PREFIXES)}
+
+
+def control_plane_entry(cluster: Mapping[str, Any], kcp: Mapping[str, Any]) -> dict[str, Any]:
+    """``controlPlane``: the declared version (topology.version or KCP) and KCP's replicas."""
+    topo = capi.topology(cluster)
+    spec = kcp.get("spec") or {}
+    version = topo["version"] if topo else spec.get("version")
+    return {
+        "version": checked_version(version, "the control plane"),
+        "replicas": int(spec.get("replicas", 1)),
+    }
+
+
+def pool_entries(
+    cluster: Mapping[str, Any], mds: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``machineDeployments`` by name: the version each pool declares and its replicas."""
+    pools = []
+    for md in sorted(mds, key=lambda o: str(capi.meta(o).get("name"))):
+        name = str(capi.meta(md)["name"])
+        version = checked_version(capi.pool_declared(cluster, md), f"MachineDeployment {name}")
+        replicas = int((md.get("spec") or {}).get("replicas", 1))
+        pools.append({"name": name, "version": version, "replicas": replicas})
+    return pools
+
+
+def taint_entries(cluster: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``taints`` from the ``calibrator.dev/taints`` annotation."""
+    namespace, name = key(cluster)
+    text = capi.annotations_of(cluster).get(TAINTS_ANNOTATION)
+    return [t.to_json() for t in decode_taints(text, f"{namespace}/{name}")]
+
+
+def cluster_entry(
+    cluster: Mapping[str, Any], kcp: Mapping[str, Any], mds: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One ``clusters[]`` entry; InputError/TypeError/ValueError name what is malformed."""
+    entry: dict[str, Any] = {
+        "name": key(cluster)[1],
+        "labels": cluster_labels(cluster),
+        "controlPlane": control_plane_entry(cluster, kcp),
+        "machineDeployments": pool_entries(cluster, mds),
+        "taints": taint_entries(cluster),
+    }
+    if not capi.topology(cluster):
+        entry["topology"] = False
+    entry.update(location_fields(cluster, entry["labels"]))
+    return entry
+
+
+def location_fields(cluster: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """Karmada-style provider/region/zones from labels, infrastructure kind and failure domains.
+
+    docs/decisions.md "Cluster fields" gives the precedence; the snapshot parser validates the
+    values again, and a malformed one (InputError) leaves the cluster out with its reason.
+    """
+    location = cluster_location(
+        labels,
+        infrastructure_kind=capi.infrastructure_kind(cluster),
+        failure_domains=capi.failure_domain_names(cluster),
+    )
+    out: dict[str, Any] = {}
+    if location.provider is not None:
+        out["provider"] = location.provider
+    if location.region is not None:
+        out["region"] = location.region
+    if location.zones:
+        out["zones"] = list(location.zones)
+    return out
+
+
+def pools_by_cluster(mds: Sequence[Mapping[str, Any]]) -> dict[Key, list[Mapping[str, Any]]]:
+    """MachineDeployments by the (namespace, name) of the cluster they belong to."""
+    out: dict[Key, list[Mapping[str, Any]]] = {}
+    for md in mds:
+        owner = (md.get("spec") or {}).get("clusterName") or (
+            capi.meta(md).get("labels") or {}
+        ).get(capi.CLUSTER_NAME_LABEL)
+        out.setdefault((key(md)[0], str(owner)), []).append(md)
+    return out
+
+
+def _control_plane(
+    cluster: Mapping[str, Any], kcps: Mapping[Key, Mapping[str, Any]]
+) -> tuple[Mapping[str, Any] | None, str, str]:
+    """(the KubeadmControlPlane, or None with "skipped"/"pending" and the reason)."""
+    ref = (cluster.get("spec") or {}).get("controlPlaneRef") or {}
+    if not ref.get("name"):
+        return None, "pending", "no controlPlaneRef yet"
+    kind = ref.get("kind") or capi.KUBEADM_CONTROL_PLANE[1]
+    if kind != capi.KUBEADM_CONTROL_PLANE[1]:
+        return None, "skipped", f"control plane kind {kind} is not supported (KubeadmControlPlane)"
+    kcp = kcps.get((key(cluster)[0], str(ref["name"])))
+    if kcp is None:
+        return None, "pending", f"KubeadmControlPlane {ref['name']} does not exist yet"
+    return kcp, "", ""
+
+
+def available_versions(
+    classes: Sequence[Mapping[str, Any]], clusters: Sequence[Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """``kubernetesVersions`` of the ClusterClasses the managed topologies use, parseable, sorted."""
+    used = {
+        (key(c)[0], str((topo.get("classRef") or {}).get("name")))
+        for c in clusters
+        if (topo := capi.topology(c))
+    }
+    versions: set[str] = set()
+    for cc in classes:
+        if key(cc) in used:
+            versions.update(str(v) for v in (cc.get("spec") or {}).get("kubernetesVersions") or [])
+    parseable = []
+    for version in versions:
+        try:
+            KubeVersion.parse(version)
+        except InputError:
+            continue
+        parseable.append(version)
+    return tuple(sorted(parseable, key=KubeVersion.parse))
+
+
+def map_clusters(objects: FleetObjects) -> FleetMap:
+    """The fleet's clusters in name order, and every cluster left out with the reason."""
+    live = [c for c in objects.clusters if not capi.meta(c).get("deletionTimestamp")]
+    kcps = {key(k): k for k in objects.control_planes}
+    pools = pools_by_cluster(objects.machine_deployments)
+    mapped: list[MappedCluster] = []
+    seen: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    pending: dict[str, str] = {}
+    for cluster in sorted(live, key=lambda o: key(o)[::-1]):
+        namespace, name = key(cluster)
+        if name in seen:
+            raise InventoryError(
+                f"cluster name {name!r} is used in namespaces {seen[name]} and {namespace}: a "
+                "fleet needs unique cluster names (read one namespace)"
+            )
+        seen[name] = namespace
+        kcp, left_out, reason = _control_plane(cluster, kcps)
+        if kcp is None:
+            (skipped if left_out == "skipped" else pending)[name] = reason
+            continue
+        try:
+            entry = cluster_entry(cluster, kcp, pools.get((namespace, name), []))
+        except (InputError, TypeError, ValueError) as err:
+            # A malformed object is one cluster's problem, not the fleet's: skip it, say why.
+            skipped[name] = short(str(err))
+            continue
+        mapped.append(MappedCluster(name, namespace, entry))
+    return FleetMap(tuple(mapped), available_versions(objects.classes, live), skipped, pending)
+
+
+# ------------------------------------------------------------------------------------ workloads
+
+
+def workload_entries(
+    fleet_workloads: Sequence[Mapping[str, Any]], clusters: set[str]
+) -> list[dict[str, Any]]:
+    """``workloads[]`` from FleetWorkloads; current placements keep only fleet clusters.
+
+    The last decision's replica counts come with it (``fleetapi.current_on_inventory``): stable
+    re-placement scales from them, and a dropped cluster's replicas are the ones it re-homes.
+    """
+    return [
+        fleetapi.current_on_inventory(fleetapi.workload_entry(obj), clusters)
+        for obj in fleet_workloads
+    ]
+
+
+_WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")
+
+
+def name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str | None:
+    """Snapshot errors say ``workloads[3].placement...``; name the FleetWorkload instead."""
+    match = _WORKLOAD_PATH.match(message)
+    if not match or int(match.group(1)) >= len(workloads):
+        return None
+    w = workloads[int(match.group(1))]
+    rest = message[match.end() :]
+    where = f"FleetWorkload {w.get('namespace')}/{w.get('name')}"
+    return f"{where}: spec{rest}" if rest.startswith((".", "[")) else f"{where}{rest}"
+
+
+# ------------------------------------------------------------------------------------ snapshot
+
+
+def snapshot_document(
+    fleet: FleetMap,
+    workloads: Sequence[dict[str, Any]],
+    observed: Mapping[str, WorkloadClusterStatus] | None = None,
+) -> dict[str, Any]:
+    """The FleetSnapshot file form; ``observed`` adds each probed cluster's ``workloadCluster``."""
+    clusters = []
+    for c in fleet.clusters:
+        entry = dict(c.entry)
+        status = (observed or {}).get(c.name)
+        if status is not None:
+            entry["workloadCluster"] = status.to_json()
+        clusters.append(entry)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "availableVersions": list(fleet.available_versions),
+        "clusters": clusters,
+        "workloads": list(workloads),
+    }
+
+
+def build_snapshot(document: Mapping[str, Any]) -> FleetSnapshot:
+    """Validate ``document`` with the snapshot rules; a bad FleetWorkload is named as such."""
+    try:
+        return snapshot_from_mapping(document)
+    except InputError as err:
+        named = name_workload(str(err), document.get("workloads") or [])
+        raise InventoryError(named or str(err)) from None

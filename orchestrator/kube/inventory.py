@@ -1,0 +1,136 @@
+"""The live inventory: a management cluster's fleet as a FleetSnapshot (the one code path).
+
+``calibrator drift|plan|check|place|snapshot`` and the worker's activities read the fleet through
+``read_fleet``; what the objects mean is decided by the pure ``orchestrator.kube.fleetmap``.
+
+Cost, whatever the fleet size: one paginated LIST (``limit``/``continue``,
+``client.list_pages``) per kind - ClusterClasses, Clusters, KubeadmControlPlanes,
+MachineDeployments, FleetWorkloads - in one namespace or all, and no per-object GET on the
+management cluster. Probing (the CLI's default; the worker observes clusters one by one instead)
+adds, per cluster, one GET of its kubeconfig Secret and the workload cluster's discovery and Node
+list (``workload.probe``), with a deadline per cluster and at most ``PROBE_CONCURRENCY`` clusters
+at once, so an unreachable cluster costs its timeout once and never stalls the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from orchestrator.domain.snapshot import FleetSnapshot, WorkloadClusterStatus
+from orchestrator.kube import capi, fleetapi
+from orchestrator.kube.client import PAGE_SIZE, list_pages
+from orchestrator.kube.fleetmap import (
+    FleetMap,
+    FleetObjects,
+    InventoryError,
+    build_snapshot,
+    map_clusters,
+    snapshot_document,
+    workload_entries,
+)
+
+PROBE_CONCURRENCY = 16
+Probe = Callable[[str, str], WorkloadClusterStatus]
+"""(namespace, cluster) -> what the workload cluster reports (``workload.probe`` bound to a client)."""
+
+
+@dataclass(frozen=True)
+class FleetRead:
+    """One read of the fleet: the snapshot, where each cluster lives, and what was left out."""
+
+    snapshot: FleetSnapshot
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """Clusters left out because their objects are malformed or unsupported: name -> reason."""
+    pending: Mapping[str, str] = field(default_factory=dict)
+    """Clusters left out because they are still being created: name -> reason."""
+    workload_versions: Mapping[str, str] = field(default_factory=dict)
+    """``namespace/name`` -> the FleetWorkload's resourceVersion (placement-write preconditions)."""
+    workloads_served: bool = True
+    """False when calibrator.dev is not installed and ``require_workloads`` was not asked for."""
+
+
+def _resource(dyn: Any, kind: tuple[str, str]) -> Any:
+    try:
+        return dyn.resources.get(api_version=kind[0], kind=kind[1])
+    except ResourceNotFoundError:
+        raise InventoryError(
+            f"the cluster does not serve {kind[1]} ({kind[0]}): it is not a Cluster API "
+            "v1beta2 management cluster (CAPI v1.11 or newer)"
+        ) from None
+
+
+def list_objects(
+    dyn: Any, namespace: str | None, *, require_workloads: bool = True, page_size: int = PAGE_SIZE
+) -> tuple[FleetObjects, bool]:
+    """One paginated LIST per kind; (objects, whether FleetWorkloads are served).
+
+    Without our CRDs, ``require_workloads`` raises ``fleetapi.ApiMissingError`` naming the
+    remedy (the worker cannot write placements without them); otherwise the fleet has no
+    workloads and the flag says why.
+    """
+
+    def listed(kind: tuple[str, str]) -> list[dict[str, Any]]:
+        return list_pages(_resource(dyn, kind), namespace=namespace, page_size=page_size)
+
+    classes = listed(capi.CLUSTER_CLASS)
+    clusters = listed(capi.CLUSTER)
+    control_planes = listed(capi.KUBEADM_CONTROL_PLANE)
+    machine_deployments = listed(capi.MACHINE_DEPLOYMENT)
+    served = True
+    try:
+        workloads = fleetapi.list_fleet_workloads(dyn, namespace, page_size=page_size)
+    except fleetapi.ApiMissingError:
+        if require_workloads:
+            raise
+        workloads, served = [], False
+    objects = FleetObjects(classes, clusters, control_planes, machine_deployments, workloads)
+    return objects, served
+
+
+def probe_all(
+    fleet: FleetMap, probe: Probe, concurrency: int = PROBE_CONCURRENCY
+) -> dict[str, WorkloadClusterStatus]:
+    """Probe every cluster of ``fleet``, at most ``concurrency`` at once; name -> status."""
+    if not fleet.clusters:
+        return {}
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(fleet.clusters)))) as pool:
+        results = pool.map(lambda c: probe(c.namespace, c.name), fleet.clusters)
+        return {c.name: status for c, status in zip(fleet.clusters, results, strict=True)}
+
+
+def read_fleet(
+    dyn: Any,
+    namespace: str | None = None,
+    *,
+    probe: Probe | None = None,
+    require_workloads: bool = True,
+    concurrency: int = PROBE_CONCURRENCY,
+    page_size: int = PAGE_SIZE,
+) -> FleetRead:
+    """The fleet of ``namespace`` (None: every namespace) as one validated FleetSnapshot.
+
+    ``probe`` (None: no workload-cluster access) fills each cluster's ``workloadCluster``.
+    Raises ``InventoryError`` when the objects cannot form one snapshot (the message names the
+    object) and ``fleetapi.ApiMissingError`` as ``list_objects`` says.
+    """
+    objects, served = list_objects(
+        dyn, namespace, require_workloads=require_workloads, page_size=page_size
+    )
+    fleet = map_clusters(objects)
+    names = {c.name for c in fleet.clusters}
+    observed = probe_all(fleet, probe, concurrency) if probe is not None else None
+    document = snapshot_document(fleet, workload_entries(objects.fleet_workloads, names), observed)
+    return FleetRead(
+        snapshot=build_snapshot(document),
+        namespaces={c.name: c.namespace for c in fleet.clusters},
+        skipped=fleet.skipped,
+        pending=fleet.pending,
+        workload_versions=fleetapi.workload_versions(objects.fleet_workloads),
+        workloads_served=served,
+    )

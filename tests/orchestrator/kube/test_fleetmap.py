@@ -1,0 +1,374 @@
+"""The pure half of the live inventory: CAPI and calibrator.dev objects -> FleetSnapshot entries.
+
+Table-driven: each case is the objects one LIST per kind would return and the fleet that must
+come out (entries, clusters left out with their reason, availableVersions).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.kube import capi
+from orchestrator.kube.fleetmap import (
+    FleetMap,
+    FleetObjects,
+    InventoryError,
+    build_snapshot,
+    map_clusters,
+    snapshot_document,
+    workload_entries,
+)
+
+NS = "fleet"
+
+
+def cluster(
+    name: str,
+    *,
+    version: str | None = "v1.33.0",
+    cls: str = "cc",
+    ns: str = NS,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    ref: dict[str, str] | None = None,
+    workers: list[dict[str, Any]] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    """A Cluster; ``version=None`` is one without a managed topology."""
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec: dict[str, Any] = {
+        "controlPlaneRef": ref if ref is not None else {"kind": "KubeadmControlPlane", "name": name}
+    }
+    if version is not None:
+        spec["topology"] = {
+            "classRef": {"name": cls},
+            "version": version,
+            "workers": {"machineDeployments": workers or []},
+        }
+    return {"metadata": meta, "spec": spec}
+
+
+def kcp(
+    name: str, version: str | None = "v1.33.0", replicas: int = 1, ns: str = NS
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": replicas}
+    if version is not None:
+        spec["version"] = version
+    return {"metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def md(
+    name: str,
+    owner: str,
+    version: str = "v1.33.0",
+    *,
+    replicas: int = 1,
+    topology_name: str | None = None,
+    ns: str = NS,
+) -> dict[str, Any]:
+    labels = {capi.CLUSTER_NAME_LABEL: owner}
+    if topology_name:
+        labels[capi.TOPOLOGY_MD_LABEL] = topology_name
+    return {
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "clusterName": owner,
+            "replicas": replicas,
+            "template": {"spec": {"version": version}},
+        },
+    }
+
+
+def cclass(name: str, versions: list[str], ns: str = NS) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {"kubernetesVersions": versions}}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    objects: FleetObjects
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> expected subset
+    skipped: dict[str, str] = field(default_factory=dict)  # name -> substring of the reason
+    pending: dict[str, str] = field(default_factory=dict)
+    versions: tuple[str, ...] | None = None
+
+
+DEFERRED = {"metadata": {"annotations": {capi.DEFER_ANNOTATION: "calibrator.dev:s1"}}}
+HELD = {"metadata": {"annotations": {capi.HOLD_ANNOTATION: ""}}}
+
+CASES = [
+    Case(
+        "managed topology: the control plane and its pools declare topology.version",
+        FleetObjects(
+            classes=[cclass("cc", ["v1.33.0", "v1.34.0"])],
+            clusters=[cluster("a", version="v1.34.0", workers=[{"name": "md-0"}])],
+            control_planes=[kcp("a", "v1.33.0", replicas=3)],
+            machine_deployments=[md("a-md-0", "a", "v1.33.0", replicas=2, topology_name="md-0")],
+        ),
+        entries={
+            "a": {
+                "controlPlane": {"version": "v1.34.0", "replicas": 3},
+                "machineDeployments": [{"name": "a-md-0", "version": "v1.34.0", "replicas": 2}],
+            }
+        },
+        versions=("v1.33.0", "v1.34.0"),
+    ),
+    Case(
+        "managed topology: a deferred pool declares its own version",
+        FleetObjects(
+            clusters=[cluster("a", version="v1.34.0", workers=[{"name": "md-0", **DEFERRED}])],
+            control_planes=[kcp("a")],
+            machine_deployments=[md("a-md-0", "a", "v1.33.0", topology_name="md-0")],
+        ),
+        entries={
+            "a": {"machineDeployments": [{"name": "a-md-0", "version": "v1.33.0", "replicas": 1}]}
+        },
+    ),
+    Case(
+        "managed topology: hold-upgrade-sequence holds every pool listed after it",
+        FleetObjects(
+            clusters=[
+                cluster(
+                    "a",
+                    version="v1.34.0",
+                    workers=[{"name": "md-0"}, {"name": "md-1", **HELD}, {"name": "md-2"}],
+                )
+            ],
+            control_planes=[kcp("a")],
+            machine_deployments=[
+                md("a-md-0", "a", topology_name="md-0"),
+                md("a-md-1", "a", topology_name="md-1"),
+                md("a-md-2", "a", topology_name="md-2"),
+            ],
+        ),
+        entries={
+            "a": {
+                "machineDeployments": [
+                    {"name": "a-md-0", "version": "v1.34.0", "replicas": 1},
+                    {"name": "a-md-1", "version": "v1.33.0", "replicas": 1},
+                    {"name": "a-md-2", "version": "v1.33.0", "replicas": 1},
+                ]
+            }
+        },
+    ),
+    Case(
+        "plain cluster: KubeadmControlPlane and MachineDeployment versions, topology false",
+        FleetObjects(
+            clusters=[cluster("b", version=None)],
+            control_planes=[kcp("b", "v1.32.1")],
+            machine_deployments=[md("b-md-1", "b", "v1.31.0"), md("b-md-0", "b", "v1.32.1")],
+        ),
+        entries={
+            "b": {
+                "controlPlane": {"version": "v1.32.1", "replicas": 1},
+                "machineDeployments": [
+                    {"name": "b-md-0", "version": "v1.32.1", "replicas": 1},
+                    {"name": "b-md-1", "version": "v1.31.0", "replicas": 1},
+                ],
+                "topology": False,
+            }
+        },
+        versions=(),
+    ),
+    Case(
+        "labels: CAPI's own are dropped; taints come from the annotation",
+        FleetObjects(
+            clusters=[
+                cluster(
+                    "a",
+                    labels={
+                        "env": "prod",
+                        "cluster.x-k8s.io/cluster-name": "a",
+                        "topology.cluster.x-k8s.io/owned": "",
+                    },
+                    annotations={
+                        "calibrator.dev/taints": json.dumps(
+                            [{"key": "maint", "value": "", "effect": "NoSchedule"}]
+                        )
+                    },
+                )
+            ],
+            control_planes=[kcp("a")],
+        ),
+        entries={
+            "a": {
+                "labels": {"env": "prod"},
+                "taints": [{"key": "maint", "value": "", "effect": "NoSchedule"}],
+            }
+        },
+    ),
+    Case(
+        "availableVersions: only classes the topologies use, unparseable ones ignored, sorted",
+        FleetObjects(
+            classes=[
+                cclass("cc", ["v1.34.0", "latest", "v1.33.0", "v1.34.0-rc.1"]),
+                cclass("unused", ["v1.40.0"]),
+                cclass("cc", ["v1.50.0"], ns="elsewhere"),
+            ],
+            clusters=[cluster("a")],
+            control_planes=[kcp("a")],
+        ),
+        entries={"a": {}},
+        versions=("v1.33.0", "v1.34.0-rc.1", "v1.34.0"),
+    ),
+    Case(
+        "left out with the reason: being created, being deleted (silently: leaving), malformed",
+        FleetObjects(
+            clusters=[
+                cluster("new", ref={}),
+                cluster("creating"),
+                cluster("leaving", deleting=True),
+                cluster("no-version", version=None),
+                cluster("bad-pool"),
+                cluster("bad-taints", annotations={"calibrator.dev/taints": "[{not json"}),
+                cluster("other-cp", ref={"kind": "TalosControlPlane", "name": "x"}),
+                cluster("ok"),
+            ],
+            control_planes=[
+                kcp("leaving"),
+                kcp("no-version", None),
+                kcp("bad-pool"),
+                kcp("bad-taints"),
+                kcp("ok"),
+            ],
+            machine_deployments=[md("bad-pool-md", "bad-pool", "v1.33.banana")],
+        ),
+        entries={"ok": {}},
+        skipped={
+            "no-version": "the control plane declares no Kubernetes version",
+            "bad-pool": "MachineDeployment bad-pool-md: invalid Kubernetes version",
+            "bad-taints": "taints annotation is not JSON",
+            "other-cp": "control plane kind TalosControlPlane is not supported",
+        },
+        pending={
+            "new": "no controlPlaneRef yet",
+            "creating": "KubeadmControlPlane creating does not exist yet",
+        },
+    ),
+    Case(
+        "pools belong to their cluster by namespace and name",
+        FleetObjects(
+            clusters=[cluster("a"), cluster("b", ns="other")],
+            control_planes=[kcp("a"), kcp("b", ns="other")],
+            machine_deployments=[md("a-md", "a"), md("b-md", "b", ns="other"), md("stray", "b")],
+        ),
+        entries={
+            "a": {"machineDeployments": [{"name": "a-md", "version": "v1.33.0", "replicas": 1}]},
+            "b": {"machineDeployments": [{"name": "b-md", "version": "v1.33.0", "replicas": 1}]},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_objects_map_to_snapshot_entries(case: Case) -> None:
+    fleet = map_clusters(case.objects)
+    got = {c.name: c.entry for c in fleet.clusters}
+    assert sorted(got) == sorted(case.entries)
+    for name, expected in case.entries.items():
+        assert {k: got[name][k] for k in expected} == expected, name
+        assert ("topology" in got[name]) == ("topology" in expected)
+    assert sorted(fleet.skipped) == sorted(case.skipped)
+    for name, reason in case.skipped.items():
+        assert reason in fleet.skipped[name] and len(fleet.skipped[name]) <= 200
+    assert sorted(fleet.pending) == sorted(case.pending)
+    for name, reason in case.pending.items():
+        assert reason in fleet.pending[name]
+    if case.versions is not None:
+        assert fleet.available_versions == case.versions
+    # Whatever comes out is a valid snapshot.
+    snapshot = build_snapshot(snapshot_document(fleet, []))
+    assert snapshot.cluster_names() == tuple(sorted(case.entries))
+
+
+def test_the_same_cluster_name_in_two_namespaces_cannot_form_one_fleet() -> None:
+    objects = FleetObjects(
+        clusters=[cluster("a", ns="x"), cluster("a", ns="y")],
+        control_planes=[kcp("a", ns="x"), kcp("a", ns="y")],
+    )
+    with pytest.raises(InventoryError, match=r"cluster name 'a' is used in namespaces x and y"):
+        map_clusters(objects)
+
+
+def fleet_workload(
+    name: str, spec: dict[str, Any], status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "namespace": NS}, "spec": spec}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "clusters"),
+    [
+        (fleet_workload("w", {"placement": {"clusters": ["a", "gone"]}}), ["a"]),
+        (
+            fleet_workload(
+                "w",
+                {"placement": {"clusters": ["b"]}},
+                {"clusters": [{"name": "a", "replicas": 3}, {"name": "deleted", "replicas": 1}]},
+            ),
+            [{"name": "a", "replicas": 3}],
+        ),
+        (fleet_workload("w", {"placement": {}}, {"clusters": []}), []),
+    ],
+    ids=["declared placement", "last decision wins", "decided nowhere"],
+)
+def test_current_placement_keeps_only_fleet_clusters(
+    obj: dict[str, Any], clusters: list[object]
+) -> None:
+    (entry,) = workload_entries([obj], {"a", "b"})
+    assert entry["placement"]["clusters"] == clusters
+
+
+def test_the_last_decisions_counts_are_the_snapshots_current_replicas() -> None:
+    fleet = map_clusters(
+        FleetObjects(clusters=[cluster("a"), cluster("b")], control_planes=[kcp("a"), kcp("b")])
+    )
+    decided = {"clusters": [{"name": "a", "replicas": 3}, {"name": "gone", "replicas": 2}]}
+    obj = fleet_workload("w", {"replicas": 3, "placement": {"clusters": ["b"]}}, decided)
+    snapshot = build_snapshot(snapshot_document(fleet, workload_entries([obj], {"a", "b"})))
+    placement = snapshot.workloads[0].placement
+    assert (placement.clusters, placement.current_replicas) == (("a",), (3,))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"placement": {"clusterAffinity": {"clusterNames": ["typo"]}}},
+            r"^FleetWorkload fleet/w: spec\.placement\.",
+        ),
+        ({"apis": ["not-an-api"]}, r"^FleetWorkload fleet/w: spec\.apis\[0\]"),
+    ],
+)
+def test_an_invalid_fleet_workload_is_named(spec: dict[str, Any], message: str) -> None:
+    fleet = map_clusters(FleetObjects(clusters=[cluster("a")], control_planes=[kcp("a")]))
+    document = snapshot_document(fleet, workload_entries([fleet_workload("w", spec)], {"a"}))
+    with pytest.raises(InventoryError, match=message):
+        build_snapshot(document)
+
+
+def test_observed_status_is_added_to_each_probed_cluster_only() -> None:
+    fleet = map_clusters(
+        FleetObjects(clusters=[cluster("a"), cluster("b")], control_planes=[kcp("a"), kcp("b")])
+    )
+    down = WorkloadClusterStatus(False, "no kubeconfig: Secret fleet/b-kubeconfig not found")
+    snapshot = build_snapshot(snapshot_document(fleet, [], {"b": down}))
+    assert snapshot.cluster("a").workload_cluster is None
+    assert snapshot.cluster("b").workload_cluster == down
+
+
+def test_an_empty_fleet_is_a_valid_snapshot() -> None:
+    snapshot = build_snapshot(snapshot_document(FleetMap(), []))
+    assert snapshot.clusters == () and snapshot.available_versions == ()
