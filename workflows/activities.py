@@ -789,6 +789,7 @@ class CalibrationActivities:
         moved: list[str] = []
         stranded: list[str] = []
         unschedulable: list[str] = []
+        replicas_moved = 0
         for decision in result.decisions if result is not None else ():
             was_here = name in before.get(decision.workload, set())
             if decision.unschedulable:
@@ -798,6 +799,7 @@ class CalibrationActivities:
                 continue
             if was_here and name not in decision.replicas:
                 moved.append(decision.workload)
+            replicas_moved += decision.moved.replicas
             decisions.append(
                 PlacementDecisionInfo(
                     workload=decision.workload,
@@ -817,7 +819,11 @@ class CalibrationActivities:
         if write.conflicts:
             return write
         return ReplaceResult(
-            len(decisions), *lists, affected=len(affected), written=len(write.written)
+            len(decisions),
+            *lists,
+            affected=len(affected),
+            written=len(write.written),
+            replicas_moved=replicas_moved,
         )
 
     # ---------------------------------------------------------------- control plane

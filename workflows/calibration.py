@@ -369,7 +369,9 @@ class ClusterUpgrade:
             self._meter().taint_removed(outcome, gated.total_seconds())
             self._tainted_at = None
 
-    async def _place(self, what: str, upcoming: str | None, step_id: str = "") -> None:
+    async def _place(
+        self, what: str, upcoming: str | None, step_id: str = "", index: int | None = None
+    ) -> None:
         name = self._plan.cluster.name
         self._set(message=f"placement {what}")
         result = await workflow.execute_activity_method(
@@ -384,6 +386,12 @@ class ClusterUpgrade:
             ),
             **_short_options(self._input.options),
         )
+        if result.replicas_moved:
+            # Counted per step (the placement after it) and per cluster; the parent sums the run.
+            moved = result.replicas_moved
+            if index is not None:
+                self._step(index, replicas_moved=self._progress.steps[index].replicas_moved + moved)
+            self._set(replicas_moved=self._progress.replicas_moved + moved)
         if result.stranded and upcoming is not None:
             raise _StepFailed(
                 f"{upcoming} would break {', '.join(result.stranded)} on {name} and placement "
@@ -438,7 +446,10 @@ class ClusterUpgrade:
         steps = self._plan.steps
         upcoming = steps[step.index + 1].version if step.index + 1 < len(steps) else None
         await self._place(
-            f"after step {step.index + 1}/{len(steps)} ({step.describe()})", upcoming, step.step_id
+            f"after step {step.index + 1}/{len(steps)} ({step.describe()})",
+            upcoming,
+            step.step_id,
+            step.index,
         )
 
     async def _roll_pools(self, step: StepPlan) -> None:
@@ -629,6 +640,8 @@ class ClusterUpgrade:
             extra = f" ({s.activity})" if s.activity and s.state == StepState.RUNNING else ""
             lines.append(f"- {s.index + 1}. {s.description}: {s.state.value}{extra}")
         lines.append("tainted" if p.tainted else "not tainted")
+        if p.replicas_moved:
+            lines.append(f"replicas moved by placement: {p.replicas_moved}")
         return "\n".join(lines)
 
 
@@ -1364,6 +1377,12 @@ class FleetCalibration:
         if old is not None and old.state != progress.state:
             self._count(old.state, -1)
             self._count(progress.state, 1)
+        # A cluster's count only grows: what it adds is what the run moved meanwhile.
+        moved = progress.replicas_moved - (old.replicas_moved if old is not None else 0)
+        if moved > 0:
+            self._progress = replace(
+                self._progress, replicas_moved=self._progress.replicas_moved + moved
+            )
         self._clusters[progress.name] = progress
 
     def _set_stage(self, index: int, **changes: Any) -> None:
@@ -1418,6 +1437,8 @@ class FleetCalibration:
             lines.append(self._progress.message)
         if counts:
             lines.append(" · ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+        if self._progress.replicas_moved:
+            lines.append(f"replicas moved by placement: {self._progress.replicas_moved}")
         lines += [
             f"- {c.name}: {c.message}"
             for c in self._clusters.values()

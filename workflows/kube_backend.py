@@ -48,8 +48,8 @@ What it reads and writes:
   the read object's resourceVersion and retried on conflict.
 * **Workloads and placement decisions** (``calibrator.dev/v1alpha1``, through
   ``orchestrator.kube.fleetapi``): workloads are the FleetWorkloads of the same namespace scope (one
-  LIST); a FleetWorkload's ``status.clusters`` (the last decision) is its current
-  ``placement.clusters`` (see ``fleetmap``). ``write_placement`` server-side applies, per workload,
+  LIST); a FleetWorkload's ``status.clusters`` (the last decision, replicas per cluster) is its
+  current ``placement.clusters`` with counts (see ``fleetmap``). ``write_placement`` server-side applies, per workload,
   the ``status.decisions`` of its PlacementDecision (same name, owned by the FleetWorkload;
   ``{clusterName, replicas, reason}`` strings, the Argo CD clusterDecisionResource duck type) and
   the FleetWorkload's status, only where the decision changed and conditionally on the

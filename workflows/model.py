@@ -456,6 +456,9 @@ class ReplaceResult:
     affected: int = 0  # workloads re-placed (hosted on the cluster or able to go there)
     written: int = 0  # decisions that changed and were written
     conflicts: int = 0  # compare-and-swap losses that were re-read and recomputed
+    # Replicas the written decisions relocated from one cluster to another (``Moved.replicas``
+    # summed; scaling is not moving). Stable placement keeps it to what the step forced.
+    replicas_moved: int = 0
 
 
 @dataclass(frozen=True)
@@ -671,6 +674,7 @@ class StepProgress:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     message: str = ""
+    replicas_moved: int = 0  # by the placement after this step
 
 
 @dataclass(frozen=True)
@@ -694,6 +698,8 @@ class ClusterProgress:
     message: str = ""
     steps: tuple[StepProgress, ...] = ()
     reasons: tuple[str, ...] = ()
+    # Every placement this cluster's upgrade ran (before, after each step, after the upgrade).
+    replicas_moved: int = 0
 
 
 @dataclass(frozen=True)
@@ -738,6 +744,8 @@ class CalibrationProgress:
     # flight, the failed ones and the last finished ones (see docs/decisions.md).
     counts: dict[str, int] = field(default_factory=dict)
     total_clusters: int = 0
+    # Replicas the whole run's placements moved (every cluster, also those no longer in detail).
+    replicas_moved: int = 0
 
     def cluster(self, name: str) -> ClusterProgress:
         """Progress of one cluster (KeyError if unknown)."""

@@ -70,7 +70,7 @@ def renderable(doc: dict[str, Any]) -> Table:
     title = f"{doc['calibration_id']} -> {doc['target']}: {doc['phase']}"
     if doc.get("paused"):
         title += " (paused)"
-    table = new_table(title, ("Cluster", "Stage", "State", "From", "Tainted", "Message"))
+    table = new_table(title, ("Cluster", "Stage", "State", "From", "Tainted", "Moved", "Message"))
     caption = [str(doc.get("message") or "")]
     counts = doc.get("counts") or {}
     if counts:
@@ -80,6 +80,7 @@ def renderable(doc: dict[str, Any]) -> Table:
         caption.append(
             f"{total} clusters: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         )
+    caption.append(f"replicas moved by placement: {doc.get('replicas_moved') or 0}")
     table.caption = "\n".join(c for c in caption if c) or None
     for c in doc.get("clusters", []):
         table.add_row(
@@ -88,9 +89,19 @@ def renderable(doc: dict[str, Any]) -> Table:
             str(c.get("state", "")),
             c.get("from_version", ""),
             "yes" if c.get("tainted") else "no",
+            moved_cell(c),
             row_message(c),
         )
     return table
+
+
+def moved_cell(cluster: dict[str, Any]) -> str:
+    """Replicas the cluster's placements moved, then per step: ``5 (steps 0/3/2)``."""
+    total = int(cluster.get("replicas_moved") or 0)
+    steps = [int(s.get("replicas_moved") or 0) for s in cluster.get("steps") or ()]
+    if not steps:
+        return str(total)
+    return f"{total} (steps {'/'.join(map(str, steps))})"
 
 
 def row_message(cluster: dict[str, Any]) -> str:

@@ -249,13 +249,14 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
         _place_lines(con, doc)
         return
     table = Table(title="Placement")
-    for col in ("Workload", "Clusters (replicas)", "Status"):
+    for col in ("Workload", "Clusters (replicas)", "Status", "Moved"):
         table.add_column(col)
     table.add_column("Summary", overflow="fold")
     for d in doc["decisions"]:
         placed = ", ".join(f"{c['name']}x{c['replicas']}" for c in d["clusters"]) or "-"
         status = "[red]unschedulable[/]" if d["unschedulable"] else "placed"
-        table.add_row(d["workload"], placed, status, d["summary"])
+        table.add_row(d["workload"], placed, status, moved_text(d), d["summary"])
+    table.caption = moved_caption(doc)
     con.print(table)
     for d in doc["decisions"]:
         reasons = d.get("reasons")
@@ -268,6 +269,28 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
             con.print("\n".join(score_lines(d)), markup=False, highlight=False)
 
 
+def moved_text(decision: dict[str, Any]) -> str:
+    """The Moved cell: replicas relocated, then each cluster's change (``2 (a-2 b+1 c+1)``).
+
+    ``~`` marks counts estimated from a current placement that named clusters only.
+    """
+    moved = decision.get("moved") or {}
+    changes = sorted(
+        [f"{n}+{r}" for n, r in (moved.get("added") or {}).items()]
+        + [f"{n}-{r}" for n, r in (moved.get("removed") or {}).items()]
+    )
+    if not changes:
+        return "0"
+    mark = "~" if moved.get("estimated") else ""
+    return f"{mark}{moved.get('replicas', 0)} ({' '.join(changes)})"
+
+
+def moved_caption(doc: dict[str, Any]) -> str:
+    """``replicas moved: 12 (in 5 decisions)``: the run's churn at a glance."""
+    moving = [int((d.get("moved") or {}).get("replicas") or 0) for d in doc["decisions"]]
+    return f"replicas moved: {sum(moving)} (in {sum(1 for m in moving if m)} decisions)"
+
+
 def _place_lines(con: Console, doc: dict[str, Any]) -> None:
     """``place_table`` for large runs: one plain line per decision, columns aligned."""
     rows = [
@@ -275,18 +298,20 @@ def _place_lines(con: Console, doc: dict[str, Any]) -> None:
             d["workload"],
             ", ".join(f"{c['name']}x{c['replicas']}" for c in d["clusters"]) or "-",
             "unschedulable" if d["unschedulable"] else "placed",
+            moved_text(d),
             d["summary"],
         )
         for d in doc["decisions"]
     ]
-    header = ("WORKLOAD", "CLUSTERS (REPLICAS)", "STATUS", "SUMMARY")
+    header = ("WORKLOAD", "CLUSTERS (REPLICAS)", "STATUS", "MOVED", "SUMMARY")
     # Padded to the longest cell, at most 48 wide: a workload on hundreds of clusters would
     # otherwise pad every line to thousands of spaces.
-    widths = [min(48, max(len(header[k]), *(len(r[k]) for r in rows))) for k in range(3)]
+    widths = [min(48, max(len(header[k]), *(len(r[k]) for r in rows))) for k in range(4)]
     lines = [
-        "  ".join([*(cell.ljust(w) for cell, w in zip(r[:3], widths, strict=True)), r[3]])
+        "  ".join([*(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)), r[4]])
         for r in (header, *rows)
     ]
+    lines.append(moved_caption(doc))
     for d in doc["decisions"]:
         reasons = d.get("reasons")
         if reasons:

@@ -4,8 +4,9 @@
   with server-side apply and waits until they are Established (idempotent).
 * **FleetWorkload -> snapshot workload**: ``workload_entry`` turns one object into a
   ``workloads[]`` entry of the FleetSnapshot format (``metadata.namespace/name`` is the key, the
-  spec is that entry's fields, and ``status.clusters`` - the last decision - is the current
-  ``placement.clusters`` once written). ``fleet_workload`` is the inverse, from the domain model.
+  spec is that entry's fields, and ``status.clusters`` - the last decision, with replicas per
+  cluster - is the current ``placement.clusters`` once written; ``current_on_inventory`` keeps the
+  clusters an inventory has). ``fleet_workload`` is the inverse, from the domain model.
   ``list_fleet_workloads`` is the reader: one LIST call.
 * **PlacementDecision writer**: ``write_placement_decisions`` keeps one PlacementDecision per
   FleetWorkload (same namespace and name, label ``calibrator.dev/fleet-workload=<name>``, owned
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources as package_data
@@ -123,8 +124,9 @@ _SPEC_FIELDS = ("apis", "replicas", "requests", "placement")
 def workload_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
     """One FleetWorkload as a FleetSnapshot ``workloads[]`` entry (validated by the snapshot parser).
 
-    The current placement is ``status.clusters`` once the calibrator has written a decision, else
-    ``spec.placement.clusters`` (the initial placement the user declared).
+    The current placement is ``status.clusters`` once the calibrator has written a decision, with
+    each cluster's replica count (``{name, replicas}``: re-placement scales from it), else
+    ``spec.placement.clusters`` (the initial placement the user declared: names only).
     """
     meta = _meta(obj)
     spec = obj.get("spec") or {}
@@ -133,8 +135,27 @@ def workload_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
     decided = (obj.get("status") or {}).get("clusters")
     if decided is not None:
         placement = dict(entry.get("placement") or {})
-        placement["clusters"] = [str(c.get("name")) for c in decided]
+        placement["clusters"] = [
+            {"name": c.get("name"), "replicas": c.get("replicas")} for c in decided
+        ]
         entry["placement"] = placement
+    return entry
+
+
+def current_on_inventory(entry: dict[str, Any], clusters: Collection[str]) -> dict[str, Any]:
+    """A workload entry whose current placement keeps only clusters of the inventory.
+
+    A deleted (or not yet calibratable) cluster runs nothing this run can see: its replicas,
+    with their counts, drop out of the current placement, so re-placement finds them a home and
+    reports them as moved. Names and ``{name, replicas}`` entries are both kept as they are.
+    """
+    placement = entry.get("placement")
+    if placement and placement.get("clusters"):
+        placement["clusters"] = [
+            c
+            for c in placement["clusters"]
+            if (c.get("name") if isinstance(c, Mapping) else c) in clusters
+        ]
     return entry
 
 

@@ -21,7 +21,8 @@ Rules (docs/api.md "Live inventory"):
 * **availableVersions** are the ``kubernetesVersions`` of the ClusterClasses that the fleet's
   managed topologies use; a version that does not parse is ignored (one foreign typo must not
   hide the fleet).
-* **Workloads** are the FleetWorkloads; current placements naming clusters outside the fleet
+* **Workloads** are the FleetWorkloads; a FleetWorkload's last decision (``status.clusters``)
+  is its current placement with replicas per cluster, and current clusters outside the fleet
   are dropped (a deleted cluster runs nothing).
 
 Each part of a cluster entry has its own small function, so a new snapshot field is one more
@@ -277,15 +278,15 @@ def map_clusters(objects: FleetObjects) -> FleetMap:
 def workload_entries(
     fleet_workloads: Sequence[Mapping[str, Any]], clusters: set[str]
 ) -> list[dict[str, Any]]:
-    """``workloads[]`` from FleetWorkloads; current placements keep only fleet clusters."""
-    out = []
-    for obj in fleet_workloads:
-        entry = fleetapi.workload_entry(obj)
-        placement = entry.get("placement")
-        if placement and placement.get("clusters"):
-            placement["clusters"] = [n for n in placement["clusters"] if n in clusters]
-        out.append(entry)
-    return out
+    """``workloads[]`` from FleetWorkloads; current placements keep only fleet clusters.
+
+    The last decision's replica counts come with it (``fleetapi.current_on_inventory``): stable
+    re-placement scales from them, and a dropped cluster's replicas are the ones it re-homes.
+    """
+    return [
+        fleetapi.current_on_inventory(fleetapi.workload_entry(obj), clusters)
+        for obj in fleet_workloads
+    ]
 
 
 _WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")

@@ -8,10 +8,13 @@ Plugins live one per file in ``plugins/``; ``framework`` holds their contracts.
 Semantics worth knowing before reading a decision:
 
 * Workloads are placed in ``namespace/name`` order, each consuming free capacity, so a batch never
-  overcommits. Replicas assumed to run already where the workload stays are credited (a full copy
-  per current cluster for Duplicated, an even share rounded down for divided workloads: the
-  snapshot has no per-cluster replica counts). Capacity a leaving workload frees is not reused in
-  the same run: the old copy runs until the new one is up.
+  overcommits. Replicas running already where the workload stays are credited: the recorded count
+  (``placement.clusters`` with replicas), else a full copy per current cluster for Duplicated and
+  an even share rounded down for divided workloads. Capacity a leaving workload frees is not
+  reused in the same run: the old copy runs until the new one is up.
+* Stable re-placement (``stable``): with recorded counts, division starts from the replicas kept
+  on clusters still usable and only adds (scale-up, replicas forced off) or removes (scale-down)
+  there; ``WorkloadDecision.moved`` reports the replicas added and removed per cluster.
 * Ordered fallback affinities: the first term whose whole schedule succeeds (filters *and*
   division) wins, as in Karmada; ``WorkloadDecision.affinity`` names it.
 * ``reasons`` lists every cluster that was rejected, with every reason (not only the first
@@ -19,7 +22,8 @@ Semantics worth knowing before reading a decision:
   merely not selected (``maxClusters``, weight 0) are not listed; neither is a chosen cluster.
   ``summary`` counts the same reasons per reason ("3/1000 clusters available: 640 labels do not
   match env=prod, ..."), cheaply; ``placement_to_json`` writes it always, ``reasons`` on request.
-* ``evicted`` = current clusters not in the new placement, whatever the cause.
+* ``evicted`` = current clusters not in the new placement, whatever the cause; ``moved`` = the
+  replicas added and removed per cluster against the current placement.
 * Scores: TaintToleration (PreferNoSchedule) x1, ClusterLocality x2, ResourceBalance x1; ties
   break by cluster name. Locality outweighs any balance gain: a feasible current cluster is kept.
   ``WorkloadDecision.scores`` (lazily, like ``reasons``) lists every feasible cluster's score per
@@ -42,6 +46,7 @@ from orchestrator.placement.result import (
     EXCLUDED,
     ClusterReplicas,
     FitSummary,
+    Moved,
     PlacementResult,
     WorkloadDecision,
     placement_to_json,
@@ -56,6 +61,7 @@ __all__ = [
     "FilterPlugin",
     "FilterResult",
     "FitSummary",
+    "Moved",
     "PlacementContext",
     "PlacementResult",
     "Registry",

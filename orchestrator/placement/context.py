@@ -38,16 +38,20 @@ def minimum_share(workload: Workload) -> int:
 
 
 def credited_replicas(workload: Workload, cluster_name: str) -> int:
-    """Replicas assumed to run already on ``cluster_name`` (their usage is inside ``allocated``).
+    """Replicas running already on ``cluster_name`` (their usage is inside ``allocated``).
 
-    The snapshot records only *where* a workload runs, not how many replicas each cluster holds, so
-    a Duplicated workload is assumed to hold a full copy on every current cluster and a divided one
-    an even share, rounded down (rounding down never lets the batch overcommit).
+    The recorded count when the snapshot has one (``placement.clusters`` with replicas). Older
+    snapshots name the clusters only: then a Duplicated workload is assumed to hold a full copy
+    on every current cluster and a divided one an even share, rounded down (rounding down never
+    lets the batch overcommit).
     """
-    current = workload.placement.clusters
+    policy = workload.placement
+    current = policy.clusters
     if cluster_name not in current:
         return 0
-    if workload.placement.replica_scheduling.type == "Duplicated":
+    if policy.current_replicas is not None:
+        return policy.current_replicas[current.index(cluster_name)]
+    if policy.replica_scheduling.type == "Duplicated":
         return workload.replicas
     return workload.replicas // len(current)
 
@@ -82,6 +86,7 @@ class PlacementContext:
         "cap_mem",
         "clusters",
         "cpu_points",
+        "deficit",
         "free_cpu",
         "free_mem",
         "index",
@@ -118,6 +123,20 @@ class PlacementContext:
             else UNKNOWN_FREE
             for c in self.clusters
         ]
+        # Clusters using more than their capacity (capacity lost since the replicas were placed):
+        # index -> [cpu, memory] over. Replicas with recorded counts are shed there, in
+        # placement order, until the excess is gone (``replicas_fitting``, ``consume``).
+        self.deficit: dict[int, list[int]] = {
+            i: [
+                max(0, c.allocated.cpu_milli - cap.cpu_milli),
+                max(0, c.allocated.memory_bytes - cap.memory_bytes),
+            ]
+            for i, c in enumerate(self.clusters)
+            if (cap := c.capacity) is not None
+            and (
+                c.allocated.cpu_milli > cap.cpu_milli or c.allocated.memory_bytes > cap.memory_bytes
+            )
+        }
         # Score points per unit of free cpu/memory: half of 100 each, so a fully free cluster
         # scores 100 and an unknown one 0 (its UNKNOWN_FREE times 0.0).
         self.cpu_points: list[float] = [50 / c if c > 0 else 0.0 for c in self.cap_cpu]
@@ -177,7 +196,24 @@ class PlacementContext:
             self.free_cpu[i] // req.cpu_milli if req.cpu_milli > 0 else UNKNOWN_FREE,
             self.free_mem[i] // req.memory_bytes if req.memory_bytes > 0 else UNKNOWN_FREE,
         )
-        return room + credited_replicas(workload, self.clusters[i].name)
+        credited = credited_replicas(workload, self.clusters[i].name)
+        if credited and i in self.deficit and workload.placement.current_replicas is not None:
+            credited -= self._shed(i, workload, credited)
+        return room + credited
+
+    def _shed(self, i: int, workload: Workload, credited: int) -> int:
+        """Replicas of ``workload`` that cluster ``i`` no longer holds (its capacity shrank).
+
+        As few as cover what the cluster is over, at most what the workload runs there. Only
+        for recorded counts: an even-share guess must not decide what to evict.
+        """
+        req = workload.requests
+        over_cpu, over_mem = self.deficit[i]
+        need = max(
+            -(-over_cpu // req.cpu_milli) if req.cpu_milli > 0 else 0,
+            -(-over_mem // req.memory_bytes) if req.memory_bytes > 0 else 0,
+        )
+        return min(credited, need)
 
     def rooms(self, workload: Workload, indices: Sequence[int]) -> list[int | None]:
         """``replicas_fitting`` for many clusters at once; ``indices`` ascending.
@@ -230,7 +266,30 @@ class PlacementContext:
             free_mem[i] -= mem
             consumed[i].extend(used)
             changed.append(i)
+        if self.deficit and workload.placement.current_replicas is not None:
+            self._recover(workload, assignment)
         return changed
+
+    def _recover(self, workload: Workload, assignment: Sequence[tuple[int, int]]) -> None:
+        """What ``workload`` stops running on over-full clusters pays their excess down.
+
+        The freed usage goes to the excess, not to free capacity: the cluster was over, so a
+        later workload of the run sheds only what is still over.
+        """
+        req = workload.requests
+        placed = dict(assignment)
+        index = self.index
+        for name, held in (workload.placement.current() or {}).items():
+            i = index.get(name, -1)
+            over = self.deficit.get(i)
+            if over is None:
+                continue
+            freed = held - placed.get(i, 0)
+            if freed > 0:
+                over[0] = max(0, over[0] - freed * req.cpu_milli)
+                over[1] = max(0, over[1] - freed * req.memory_bytes)
+                if over == [0, 0]:
+                    del self.deficit[i]
 
     def consumption(self) -> Iterator[tuple[int, int, int, int]]:
         """Every consumption of the run so far as (seq, cluster index, cpu, memory)."""

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.snapshot import Workload
-from orchestrator.placement import division, spread
+from orchestrator.placement import division, spread, stable
 from orchestrator.placement.profiles import Profile
 
 if TYPE_CHECKING:
     from orchestrator.placement.scheduler import Scheduler
+
+Triples = list[tuple[int, int, int | None]]  # Weighted: (weight, minReplicas, maxReplicas)
 
 
 def divide(
@@ -77,26 +79,28 @@ def divide(
                 return [], failure
         return duplicated, ""
     rooms = scheduler.ctx.rooms(view, chosen)
-    if kind == "Dynamic":
-        allocation = division.dynamic(replicas, scores, rooms, None)
-    elif kind == "Aggregated":
-        in_use = frozenset(current)
-        allocation = division.aggregated(
-            replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
-        )
-    else:
+    triples: Triples = []  # Weighted only
+    if kind == "Weighted":
         triples = (
             [weighting.triples[i] for i in chosen]
             if weighting is not None
             else [(1, 0, None)] * len(chosen)
         )
-        allocation = division.weighted(
-            replicas,
-            scores,
-            [t[0] for t in triples],
-            rooms,
-            mins=[t[1] for t in triples],
-            maxs=[t[2] for t in triples],
+    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
+    counts = policy.current()
+    held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
+    allocation = (
+        _from_current(kind, replicas, scores, rooms, held=held, triples=triples) if held else None
+    )
+    if allocation is not None and allocation.complete and constraints:
+        kept = [(chosen[p], r) for p, r in allocation.replicas.items()]
+        if spread.coverage_failure(constraints, scheduler.ctx.clusters, kept, kind):
+            # Scaled from the current assignment, the replicas span too few groups (a spread
+            # added or raised): that no longer meets the policy, so divide from scratch.
+            allocation = None
+    if allocation is None:
+        allocation = _from_scratch(
+            kind, replicas, scores, rooms, triples=triples, chosen=chosen, current=current
         )
     assignment = [(chosen[p], r) for p, r in sorted(allocation.replicas.items()) if r > 0]
     if allocation.complete:
@@ -110,6 +114,59 @@ def divide(
     return [], (
         f"{kind} division placed only {placed} of {replicas} replicas on the "
         f"{len(chosen)} feasible cluster(s) (limited by {why})"
+    )
+
+
+def _from_current(
+    kind: str,
+    replicas: int,
+    scores: Sequence[int],
+    rooms: Sequence[int | None],
+    *,
+    held: dict[int, int],
+    triples: Triples,
+) -> division.Allocation | None:
+    """Division that scales the current assignment (None: nothing kept, divide from scratch)."""
+    if kind == "Dynamic":
+        return stable.dynamic(replicas, scores, rooms, held)
+    if kind == "Aggregated":
+        return stable.aggregated(replicas, scores, rooms, held)
+    return stable.weighted(
+        replicas,
+        scores,
+        [t[0] for t in triples],
+        rooms,
+        held,
+        mins=[t[1] for t in triples],
+        maxs=[t[2] for t in triples],
+    )
+
+
+def _from_scratch(
+    kind: str,
+    replicas: int,
+    scores: Sequence[int],
+    rooms: Sequence[int | None],
+    *,
+    triples: Triples,
+    chosen: list[int],
+    current: list[int],
+) -> division.Allocation:
+    """Division by the mode's own rule (first placement, or no usable current assignment)."""
+    if kind == "Dynamic":
+        return division.dynamic(replicas, scores, rooms, None)
+    if kind == "Aggregated":
+        in_use = frozenset(current)
+        return division.aggregated(
+            replicas, scores, rooms, [p for p, i in enumerate(chosen) if i in in_use]
+        )
+    return division.weighted(
+        replicas,
+        scores,
+        [t[0] for t in triples],
+        rooms,
+        mins=[t[1] for t in triples],
+        maxs=[t[2] for t in triples],
     )
 
 

@@ -72,7 +72,8 @@ def without_current(workload: Workload) -> Workload:
     if not workload.placement.clusters:
         return workload
     return dataclasses.replace(
-        workload, placement=dataclasses.replace(workload.placement, clusters=())
+        workload,
+        placement=dataclasses.replace(workload.placement, clusters=(), current_replicas=None),
     )
 
 

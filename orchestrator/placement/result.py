@@ -11,9 +11,11 @@ reasons are ten million strings (a gigabyte of JSON) that a plain ``place`` neve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
+
+from orchestrator.domain.snapshot import Workload
 
 EXCLUDED = "excluded"
 
@@ -74,6 +76,75 @@ class Scores:
     clusters: tuple[ClusterScore, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a decision changes against where the workload runs now, per cluster.
+
+    ``added`` / ``removed``: (cluster, replicas) with a change, by name. ``replicas`` counts the
+    replicas that leave one cluster for another (a scale-up or scale-down alone moves none).
+    ``estimated``: the snapshot named the current clusters without counts, so the counts before
+    are the even share that placement credits (see ``context.credited_replicas``).
+    """
+
+    added: tuple[tuple[str, int], ...] = ()
+    removed: tuple[tuple[str, int], ...] = ()
+    estimated: bool = False
+
+    @property
+    def replicas(self) -> int:
+        """Replicas relocated: the smaller of the replicas added and those removed."""
+        return min(sum(r for _, r in self.added), sum(r for _, r in self.removed))
+
+    def to_json(self) -> dict[str, object]:
+        """``{"replicas": n, "added": {cluster: n}, "removed": {cluster: n}}`` (+ estimated)."""
+        out: dict[str, object] = {
+            "replicas": self.replicas,
+            "added": dict(self.added),
+            "removed": dict(self.removed),
+        }
+        if self.estimated:
+            out["estimated"] = True
+        return out
+
+
+NOTHING_MOVED = Moved()
+
+
+def current_replicas(workload: Workload) -> tuple[dict[str, int], bool]:
+    """Where ``workload`` runs now with how many replicas, and whether the counts are estimated."""
+    policy = workload.placement
+    if not policy.clusters:
+        return {}, False
+    counts = policy.current()
+    if counts is not None:
+        return counts, False
+    if policy.replica_scheduling.type == "Duplicated":
+        return dict.fromkeys(policy.clusters, workload.replicas), True
+    return dict.fromkeys(policy.clusters, workload.replicas // len(policy.clusters)), True
+
+
+def moved_between(
+    before: Mapping[str, int], after: Sequence[ClusterReplicas], estimated: bool = False
+) -> Moved:
+    """The per-cluster difference from ``before`` to the decision's lines ``after``.
+
+    One pass over the lines (a Duplicated decision can span the whole fleet, so no dict of
+    them is built); ``added`` keeps the lines' (name) order, ``removed`` is sorted.
+    """
+    added: list[tuple[str, int]] = []
+    kept: dict[str, int] = {}
+    for name, replicas in after:
+        held = before.get(name, 0)
+        if held:
+            kept[name] = replicas
+        if replicas > held:
+            added.append((name, replicas - held))
+    removed = sorted((n, r - kept.get(n, 0)) for n, r in before.items() if r > kept.get(n, 0))
+    if not added and not removed:
+        return NOTHING_MOVED if not estimated else Moved(estimated=True)
+    return Moved(tuple(added), tuple(removed), estimated)
+
+
 class Explanation(Protocol):
     """Why a decision is what it is, computed when first read (see ``placement.explain``)."""
 
@@ -114,6 +185,22 @@ class WorkloadDecision:
     division_note: str = ""
     # (cluster, when) for chosen clusters a NoExecute toleration holds only for a while.
     evict_at: tuple[tuple[str, str], ...] = ()
+    # The workload as placed (its current placement is what ``moved`` compares with).
+    origin: Workload | None = None
+
+    @property
+    def moved(self) -> Moved:
+        """Replicas added and removed per cluster against the current placement.
+
+        An unschedulable decision changes nothing: the workload keeps running where it runs.
+        Worked out on read (a plain ``place`` of 10,000 workloads builds none it does not print).
+        """
+        if self.origin is None or self.unschedulable:
+            return NOTHING_MOVED
+        before, estimated = current_replicas(self.origin)
+        if not before and not self.clusters:
+            return NOTHING_MOVED
+        return moved_between(before, self.clusters, estimated)
 
     @property
     def replicas(self) -> dict[str, int]:
@@ -156,7 +243,7 @@ class PlacementResult:
 
 
 def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict[str, object]:
-    """The ``calibrator place`` contract (DESIGN.md), plus ``evicted`` and ``affinity``.
+    """The ``calibrator place`` contract (DESIGN.md), plus ``evicted``, ``moved``, ``affinity``.
 
     Every decision carries ``summary`` and ``rejected``, which grow with the distinct reasons,
     not with the fleet; ``explain`` adds the per-cluster ``reasons`` and, for every feasible
@@ -173,6 +260,7 @@ def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict
             "summary": summary.text,
             "rejected": [{"reason": r, "clusters": n} for r, n in summary.rejected],
             "evicted": list(d.evicted),
+            "moved": d.moved.to_json(),
         }
         if explain:
             item["reasons"] = {name: list(reasons) for name, reasons in d.reasons.items()}

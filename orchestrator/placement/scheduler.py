@@ -79,6 +79,7 @@ class Scheduler:
 
     def __init__(self, ctx: PlacementContext, registry: Registry, excluded: frozenset[int]):
         self.ctx = ctx
+        self.names = [c.name for c in ctx.clusters]  # by index, sorted (``stable`` bisects it)
         self.excluded = excluded
         self.note = ""  # the last attempt's division note (see ``_attempt``)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
@@ -272,6 +273,7 @@ class Scheduler:
             affinity=attempts[-1].label or None if placed and attempts is not None else None,
             division_note=self.note if placed else "",
             evict_at=eviction_times(self.ctx, workload, [c.name for c in chosen]),
+            origin=workload,
         )
 
 
@@ -286,6 +288,7 @@ def _equal_weights(view: Workload) -> Workload:
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
         spread_constraints=p.spread_constraints,
+        current_replicas=p.current_replicas,
     )
     w = view
     return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)
@@ -305,6 +308,7 @@ def term_view(workload: Workload, term: tuple[ClusterAffinity]) -> Workload:
         max_latency=p.max_latency,
         max_clusters=p.max_clusters,
         spread_constraints=p.spread_constraints,
+        current_replicas=p.current_replicas,
     )
     w = workload
     return Workload(w.name, w.namespace, w.apis, w.replicas, w.requests, policy)

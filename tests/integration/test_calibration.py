@@ -483,6 +483,10 @@ def test_calibration_converges_the_fleet_through_capi(
     assert sorted(c["name"] for c in fw["status"]["clusters"]) == sorted(CLUSTERS)
     assert pd.to_dict()["metadata"]["ownerReferences"][0]["uid"] == fw["metadata"]["uid"]
     print(f"PlacementDecision writes: {len(reasons)} for {runs} placement runs")
+    # A Duplicated workload only gains copies as clusters come back from their upgrade (the
+    # upgrading taint spares the copies already there): no placement moved a replica.
+    assert result.replicas_moved == 0, result.replicas_moved
+    assert all(c.replicas_moved == 0 for c in result.clusters), result.clusters
 
     # Measurements for the docs.
     rollouts: dict[str, float] = {}

@@ -313,7 +313,9 @@ def test_writer_placement_decisions_are_an_argo_cd_cluster_decision_resource(
     assert status["clusters"] == [{"name": "c", "replicas": 3}]
     assert status["selectedClusters"] == 1 and status["reason"] == "a: after the upgrade"
     assert status["observedGeneration"] == fw.to_dict()["metadata"]["generation"]
-    assert fleetapi.workload_entry(fw.to_dict())["placement"]["clusters"] == ["c"]
+    assert fleetapi.workload_entry(fw.to_dict())["placement"]["clusters"] == [
+        {"name": "c", "replicas": 3}
+    ]
     assert backend.placement_writes == [
         (f"{namespace}/web-argo", "a: after step 1/2"),
         (f"{namespace}/web-argo", "a: after the upgrade"),

@@ -318,11 +318,17 @@ class InMemoryFleet:
             old = self.workloads[d.workload]
             rows = tuple((c.cluster, c.replicas) for c in d.clusters)
             clusters = tuple(c.cluster for c in d.clusters)
-            if self.decisions.get(d.workload) == rows and old.placement.clusters == clusters:
+            counts = tuple(c.replicas for c in d.clusters)
+            if (
+                self.decisions.get(d.workload) == rows
+                and old.placement.clusters == clusters
+                and old.placement.current_replicas == counts
+            ):
                 continue
             self.decisions[d.workload] = rows
+            # As the FleetWorkload's status: the decision with its counts is the current placement.
             self.workloads[d.workload] = replace(
-                old, placement=replace(old.placement, clusters=clusters)
+                old, placement=replace(old.placement, clusters=clusters, current_replicas=counts)
             )
             self.workload_versions[d.workload] += 1
             self.placement_writes.append((d.workload, reason))

@@ -223,3 +223,38 @@ def test_stored_plan_is_summarized_read_back_in_slices_and_located() -> None:
     with pytest.raises(ApplicationError) as err:
         run(env.run(cold.wave, WaveInput(PlanRef("0" * 64), 0, 0)))
     assert err.value.type == NOT_FOUND and err.value.non_retryable
+
+
+def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> None:
+    # Two replicas on each cluster; the upcoming version of a removes the API the workload uses,
+    # so a's two replicas move to b, and only those (b's stay where they are).
+    fleet = in_memory(
+        cluster("a", "v1.31.13"),
+        cluster("b", "v1.31.13"),
+        workloads=(
+            {
+                "name": "flow",
+                "replicas": 4,
+                "apis": ["flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"],
+                "placement": {
+                    "replicaScheduling": {"type": "Dynamic"},
+                    "clusters": [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 2}],
+                },
+            },
+        ),
+    )
+    a = acts(fleet)
+    first = run(
+        ActivityEnvironment().run(
+            a.replace, ReplaceInput("c", REF, "a: test", upcoming_version="v1.32.9")
+        )
+    )
+    assert first.replicas_moved == 2 and first.moved == ("default/flow",)
+    assert fleet.decisions["default/flow"] == (("b", 4),)
+    assert fleet.workloads["default/flow"].placement.current() == {"b": 4}
+    again = run(
+        ActivityEnvironment().run(
+            a.replace, ReplaceInput("c", REF, "a: test", upcoming_version="v1.32.9")
+        )
+    )
+    assert again.replicas_moved == 0 and again.written == 0

@@ -83,3 +83,36 @@ def test_machine_deployments_roll_with_bounded_concurrency(harness: Harness) -> 
         assert fleet.versions("wide") == ("v1.33.5", ("v1.33.5",) * 4)
 
     harness.run(fleet, body)
+
+
+def test_replicas_moved_are_counted_per_step_per_cluster_and_for_the_run(
+    harness: Harness,
+) -> None:
+    # v1.32 removes the workload's API: before alpha's first step its two replicas move to beta
+    # (not calibrated: outside the selector); beta's two stay. Nothing else moves afterwards.
+    fleet = in_memory(
+        cluster("alpha", "v1.31.13", labels={"wave": "now"}),
+        cluster("beta", "v1.31.13"),
+        workloads=(
+            {
+                "name": "flow",
+                "replicas": 4,
+                "apis": ["flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"],
+                "placement": {
+                    "replicaScheduling": {"type": "Dynamic"},
+                    "clusters": [{"name": "alpha", "replicas": 2}, {"name": "beta", "replicas": 2}],
+                },
+            },
+        ),
+    )
+
+    async def body(c: Calibration) -> None:
+        result = await (await c.start("v1.32.9", selector="wave=now")).result()
+        assert result.phase == Phase.COMPLETED
+        alpha = result.cluster("alpha")
+        assert alpha.replicas_moved == 2
+        assert [s.replicas_moved for s in alpha.steps] == [0] * len(alpha.steps)
+        assert result.replicas_moved == 2
+        assert fleet.workloads["default/flow"].placement.current() == {"beta": 4}
+
+    harness.run(fleet, body)

@@ -361,6 +361,17 @@ def test_taint_contract_and_placement_writes() -> None:
         )
 
 
+def test_current_placement_comes_from_the_last_decision_with_its_counts() -> None:
+    dyn = _fleet(topology=True)
+    fw = dyn.objects["FleetWorkload"][(NS, "web")]
+    fw["status"] = {"clusters": [{"name": "c1", "replicas": 3}, {"name": "deleted", "replicas": 1}]}
+    fw["spec"]["placement"]["clusters"] = ["gone-too"]
+    inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
+    assert inv.snapshot.workloads[0].placement.clusters == ("c1",)
+    # The counts of the last decision are the live current replicas (stable re-placement).
+    assert inv.snapshot.workloads[0].placement.current_replicas == (3,)
+
+
 def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]

@@ -27,12 +27,18 @@ def needed(workload: Workload, cluster_name: str) -> tuple[int, int]:
 
 
 def needed_on_current(ctx: PlacementContext, workload: Workload) -> dict[int, tuple[int, int]]:
-    """``needed`` for each current cluster, by index (every one gets the same credit)."""
+    """``needed`` for each current cluster, by index.
+
+    Without recorded counts every current cluster gets the same credit (one computation);
+    with them each cluster is credited what it runs.
+    """
     current = workload.placement.clusters
     if not current:
         return {}
-    need = needed(workload, current[0])
     index = ctx.index
+    if workload.placement.current_replicas is not None:
+        return {index[name]: needed(workload, name) for name in current if name in index}
+    need = needed(workload, current[0])
     return {index[name]: need for name in current if name in index}
 
 

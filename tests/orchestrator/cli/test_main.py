@@ -128,6 +128,7 @@ def test_place_table_shows_the_summary(rich_rows: int, monkeypatch: pytest.Monke
     assert table.exit_code == 0
     assert "clusters available: " in table.stdout
     assert "edge/edge-cache: rejected clusters" in table.stdout
+    assert "replicas moved: " in table.stdout
     # Scores: a column per plugin with its weight, chosen clusters starred, best first.
     lines = table.stdout.splitlines()
     head = lines.index("edge/edge-cache: scores, best first (* chosen)")

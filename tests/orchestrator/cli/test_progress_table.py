@@ -7,8 +7,14 @@ from dataclasses import asdict
 
 from rich.console import Console
 
-from orchestrator.cli.calibration import renderable, row_message
-from workflows.model import CalibrationProgress, ClusterProgress, ClusterState, Phase
+from orchestrator.cli.calibration import moved_cell, renderable, row_message
+from workflows.model import (
+    CalibrationProgress,
+    ClusterProgress,
+    ClusterState,
+    Phase,
+    StepProgress,
+)
 
 SKEW = "current state violates the skew policy: md-0 at v1.29.0 is 4 minors behind v1.33.0"
 
@@ -48,3 +54,27 @@ def test_long_messages_are_clipped() -> None:
     assert len(row_message(row)) == 80
     blocked = {"name": "x", "state": "Blocked", "reasons": ["r" * 300]}
     assert len(row_message(blocked)) == 200 and row_message(blocked).endswith("…")
+
+
+def test_replicas_moved_per_cluster_step_and_run() -> None:
+    steps = (
+        StepProgress(0, "s0", "cp", replicas_moved=0),
+        StepProgress(1, "s1", "w", replicas_moved=3),
+    )
+    progress = CalibrationProgress(
+        calibration_id="cal-1",
+        target="v1.34.0",
+        phase=Phase.COMPLETED,
+        clusters=(
+            ClusterProgress("a", state=ClusterState.SUCCEEDED, steps=steps, replicas_moved=5),
+        ),
+        replicas_moved=7,
+    )
+    doc: dict[str, object] = json.loads(json.dumps(asdict(progress), default=str))
+    clusters = doc["clusters"]
+    assert isinstance(clusters, list)
+    assert moved_cell(clusters[0]) == "5 (steps 0/3)"
+    assert moved_cell({"name": "b"}) == "0"
+    con = Console(width=400, record=True)
+    con.print(renderable(doc))
+    assert "replicas moved by placement: 7" in con.export_text()

@@ -93,16 +93,37 @@ def test_status_clusters_are_the_current_placement() -> None:
     }
     assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-eu-1"]
     obj["status"] = {"clusters": [{"name": "prod-us-1", "replicas": 2}]}
-    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-us-1"]
+    # The decision's counts come along: re-placement scales from them.
+    current = [{"name": "prod-us-1", "replicas": 2}]
+    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == current
     bare = {"metadata": {"name": "w", "namespace": "n"}, "status": obj["status"]}
     assert fleetapi.workload_entry(bare) == {
         "name": "w",
         "namespace": "n",
-        "placement": {"clusters": ["prod-us-1"]},
+        "placement": {"clusters": current},
     }
     assert "placement" not in fleetapi.workload_entry(
         {"metadata": {"name": "w", "namespace": "n"}, "spec": {}}
     )
+
+
+@pytest.mark.parametrize(
+    ("clusters", "kept"),
+    [
+        (["c1", "gone"], ["c1"]),
+        (
+            [{"name": "gone", "replicas": 2}, {"name": "c1", "replicas": 0}],
+            [{"name": "c1", "replicas": 0}],
+        ),
+        ([], []),
+    ],
+)
+def test_current_on_inventory_keeps_only_inventory_clusters(
+    clusters: list[Any], kept: list[Any]
+) -> None:
+    entry = {"name": "w", "placement": {"clusters": clusters}}
+    assert fleetapi.current_on_inventory(entry, {"c1"})["placement"]["clusters"] == kept
+    assert fleetapi.current_on_inventory({"name": "w"}, {"c1"}) == {"name": "w"}
 
 
 def test_default_workload_is_a_minimal_object() -> None:
@@ -152,7 +173,7 @@ def test_fleet_workload_status() -> None:
     }
     # ... and it is what the reader takes as the current placement
     obj = {**OWNER, "spec": {}, "status": body["status"]}
-    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == ["prod-eu-1", "prod-us-1"]
+    assert fleetapi.workload_entry(obj)["placement"]["clusters"] == body["status"]["clusters"]
 
 
 # ------------------------------------------------------------------------------------ CRDs

@@ -316,19 +316,30 @@ def fleet_workload(
             fleet_workload(
                 "w",
                 {"placement": {"clusters": ["b"]}},
-                {"clusters": [{"name": "a", "replicas": 1}, {"name": "deleted", "replicas": 1}]},
+                {"clusters": [{"name": "a", "replicas": 3}, {"name": "deleted", "replicas": 1}]},
             ),
-            ["a"],
+            [{"name": "a", "replicas": 3}],
         ),
         (fleet_workload("w", {"placement": {}}, {"clusters": []}), []),
     ],
     ids=["declared placement", "last decision wins", "decided nowhere"],
 )
 def test_current_placement_keeps_only_fleet_clusters(
-    obj: dict[str, Any], clusters: list[str]
+    obj: dict[str, Any], clusters: list[object]
 ) -> None:
     (entry,) = workload_entries([obj], {"a", "b"})
     assert entry["placement"]["clusters"] == clusters
+
+
+def test_the_last_decisions_counts_are_the_snapshots_current_replicas() -> None:
+    fleet = map_clusters(
+        FleetObjects(clusters=[cluster("a"), cluster("b")], control_planes=[kcp("a"), kcp("b")])
+    )
+    decided = {"clusters": [{"name": "a", "replicas": 3}, {"name": "gone", "replicas": 2}]}
+    obj = fleet_workload("w", {"replicas": 3, "placement": {"clusters": ["b"]}}, decided)
+    snapshot = build_snapshot(snapshot_document(fleet, workload_entries([obj], {"a", "b"})))
+    placement = snapshot.workloads[0].placement
+    assert (placement.clusters, placement.current_replicas) == (("a",), (3,))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,211 @@
+"""Stable re-placement: divide from the workload's current assignment, not from scratch.
+
+Re-placement runs after every upgrade step of every cluster. Dividing from scratch each time
+reshuffles replicas between clusters the step never touched (a score that changed breaks a tie
+differently, free capacity moved a Dynamic share), which is churn across the whole fleet. As
+Karmada does for dynamic division, the current assignment is the starting point instead:
+
+* **kept**: the replicas the workload runs now (``placement.clusters`` with counts) on clusters
+  that are still usable: feasible (not tainted NoExecute, still serving its APIs, ...), chosen
+  (``maxClusters``), weighted (Weighted: a weight or a minimum), and never more than the cluster
+  now holds (room, ``maxReplicas``). Replicas on other clusters must move: those are the
+  replicas a step forced off.
+* **equal total**: the kept assignment is the result (nothing moves);
+* **scale-up** (fewer kept than wanted, also after replicas were forced off): only the missing
+  replicas are divided, by the mode's own rule, on top of what is kept;
+* **scale-down**: replicas are removed only from clusters that hold some, in proportion to what
+  they hold (Webster with the current counts as weights, as Karmada's dynamic scale-down).
+
+Weighted division has one more rule, because its weights are a target shape and not only a way
+to split new replicas: a kept assignment that is not the Webster apportionment of its own total
+over the clusters it uses (within their room, ``maxReplicas`` and ``minReplicas``) no longer
+satisfies the policy - the weights or bounds changed, or room that held a cluster below its
+share freed up - and the workload is divided from scratch (docs/decisions.md).
+
+Every function here returns None when there is nothing to start from (no recorded counts, or
+no kept replica): the caller then divides from scratch, which is also the first placement.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+
+from orchestrator.placement import division
+from orchestrator.placement.division import Allocation
+
+
+def kept_positions(
+    counts: Mapping[str, int], names: Sequence[str], chosen: Sequence[int]
+) -> dict[int, int]:
+    """Current replicas by position in ``chosen`` (ascending cluster indices); others dropped.
+
+    ``names`` are the cluster names by index, sorted (the context's order). Clusters not in
+    ``chosen`` are infeasible or not selected: their replicas are the ones that must move.
+    """
+    held: dict[int, int] = {}
+    size = len(chosen)
+    for name, replicas in counts.items():
+        if replicas <= 0:
+            continue
+        i = _find(names, name)
+        p = bisect.bisect_left(chosen, i)
+        if i >= 0 and p < size and chosen[p] == i:
+            held[p] = replicas
+    return held
+
+
+def _find(names: Sequence[str], name: str) -> int:
+    """Position of ``name`` in ``names`` (sorted: the context holds clusters in name order)."""
+    p = bisect.bisect_left(names, name)
+    return p if p < len(names) and names[p] == name else -1
+
+
+def _capped(held: Mapping[int, int], caps: Sequence[int | None]) -> dict[int, int]:
+    """What each cluster may keep: never more than it can hold now (lost capacity)."""
+    kept: dict[int, int] = {}
+    for p, r in held.items():
+        cap = caps[p]
+        keep = r if cap is None else min(r, cap)
+        if keep > 0:
+            kept[p] = keep
+    return kept
+
+
+def _scale_down(replicas: int, kept: dict[int, int], scores: Sequence[int]) -> Allocation:
+    """Remove replicas only where they run, in proportion to what each cluster holds."""
+    n = len(scores)
+    weights = [kept.get(p, 0) for p in range(n)]
+    return Allocation(division.webster(replicas, weights, scores, caps=weights), 0)
+
+
+def dynamic(
+    replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
+) -> Allocation | None:
+    """Dynamic division from the current assignment (None: divide from scratch)."""
+    kept = _capped(held, rooms)
+    if not kept:
+        return None
+    total = sum(kept.values())
+    if total == replicas:
+        return Allocation(kept, 0)
+    if total > replicas:
+        return _scale_down(replicas, kept, scores)
+    left = [None if r is None else r - kept.get(p, 0) for p, r in enumerate(rooms)]
+    extra = division.dynamic(replicas - total, scores, left, None)
+    return _merged(kept, extra)
+
+
+def aggregated(
+    replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
+) -> Allocation | None:
+    """Aggregated division from the current assignment: a scale-up fills used clusters first."""
+    kept = _capped(held, rooms)
+    if not kept:
+        return None
+    total = sum(kept.values())
+    if total == replicas:
+        return Allocation(kept, 0)
+    if total > replicas:
+        return _scale_down(replicas, kept, scores)
+    left = [None if r is None else r - kept.get(p, 0) for p, r in enumerate(rooms)]
+    extra = division.aggregated(replicas - total, scores, left, list(kept))
+    return _merged(kept, extra)
+
+
+def weighted(
+    replicas: int,
+    scores: Sequence[int],
+    weights: Sequence[int],
+    rooms: Sequence[int | None],
+    held: Mapping[int, int],
+    *,
+    mins: Sequence[int],
+    maxs: Sequence[int | None],
+) -> Allocation | None:
+    """Weighted division from the current assignment, when it still follows the weights."""
+    n = len(scores)
+    caps: list[int | None] = [_min_opt(rooms[p], maxs[p]) for p in range(n)]
+    kept = {p: r for p, r in _capped(held, caps).items() if weights[p] > 0 or mins[p] > 0}
+    if not kept or not webster_consistent(kept, weights, caps, mins):
+        return None
+    if any(
+        low > kept.get(p, 0) and (caps[p] is None or (caps[p] or 0) > kept.get(p, 0))
+        for p, low in enumerate(mins)
+        if low > 0
+    ):
+        return None  # a cluster below its minimum (a new or raised minReplicas): from scratch
+    total = sum(kept.values())
+    if total == replicas:
+        return Allocation(kept, 0)
+    if total > replicas:
+        floors = {p: min(mins[p], r) for p, r in kept.items() if mins[p] > 0}
+        if sum(floors.values()) > replicas:
+            return None  # the minimums alone exceed the replicas: as from scratch
+        limits: list[int | None] = [kept.get(p, 0) for p in range(n)]
+        usable = [weights[p] if p in kept else 0 for p in range(n)]
+        result = division.webster(
+            replicas - sum(floors.values()), usable, scores, caps=limits, start=floors
+        )
+        return Allocation(result, replicas - sum(result.values()))
+    assigned = dict(kept)
+    remaining = replicas - total
+    eligible = [
+        p
+        for p in range(n)
+        if (weights[p] > 0 or mins[p] > 0) and (caps[p] is None or (caps[p] or 0) > 0)
+    ]
+    if any(mins[p] > assigned.get(p, 0) for p in eligible):
+        for p in division.best(scores, None, eligible):
+            give = min(mins[p] - assigned.get(p, 0), _room(p, caps, assigned), remaining)
+            if give > 0:
+                assigned[p] = assigned.get(p, 0) + give
+                remaining -= give
+    result = division.webster(remaining, weights, scores, caps=caps, start=assigned)
+    return Allocation(result, replicas - sum(result.values()))
+
+
+def webster_consistent(
+    kept: Mapping[int, int],
+    weights: Sequence[int],
+    caps: Sequence[int | None],
+    mins: Sequence[int],
+) -> bool:
+    """Whether ``kept`` is a Webster apportionment of its total over the clusters it uses.
+
+    Divisor-method test: no cluster that could take one more replica has a higher priority for
+    it (``w / (2k + 1)``) than some cluster has for the last replica it got by weight
+    (``w / (2k - 1)``). Replicas up to ``minReplicas`` are floors, not given by weight; a
+    cluster below its minimum breaks the policy too. Equal priorities are a tie: either way is
+    an apportionment, so a tie never moves a replica. Compared exactly, as integers.
+    """
+    best_num, best_den = 0, 1  # highest priority for one more replica
+    worst_num, worst_den = 1, 0  # lowest priority of a replica given by weight (+inf at first)
+    for p, k in kept.items():
+        w, floor, cap = weights[p], mins[p], caps[p]
+        if k < floor and (cap is None or k < cap):
+            return False
+        if k > floor:
+            if w <= 0:
+                return False  # a weightless cluster holds only its minimum
+            if w * worst_den < worst_num * (2 * k - 1):
+                worst_num, worst_den = w, 2 * k - 1
+        if w > 0 and (cap is None or k < cap) and w * best_den > best_num * (2 * k + 1):
+            best_num, best_den = w, 2 * k + 1
+    return best_num * worst_den <= worst_num * best_den
+
+
+def _room(p: int, caps: Sequence[int | None], assigned: Mapping[int, int]) -> int:
+    cap = caps[p]
+    return (1 << 62) if cap is None else cap - assigned.get(p, 0)
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _merged(kept: Mapping[int, int], extra: Allocation) -> Allocation:
+    result = dict(kept)
+    for p, r in extra.replicas.items():
+        result[p] = result.get(p, 0) + r
+    return Allocation(result, extra.unplaced)

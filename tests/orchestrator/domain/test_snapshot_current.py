@@ -1,0 +1,80 @@
+"""The current placement with replica counts (issue 15 §3): parsing, strictness, round trip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.domain.snapshot import (
+    MAX_REPLICAS,
+    SnapshotError,
+    dump_snapshot,
+    load_snapshot,
+    snapshot_from_mapping,
+)
+
+
+def _snapshot(clusters: object) -> dict[str, Any]:
+    return {
+        "clusters": [
+            {"name": "a", "controlPlane": {"version": "v1.33.0"}},
+            {"name": "b", "controlPlane": {"version": "v1.33.0"}},
+        ],
+        "workloads": [{"name": "w", "replicas": 4, "placement": {"clusters": clusters}}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("clusters", "names", "counts"),
+    [
+        (["a", "b"], ("a", "b"), None),  # the old form still loads, counts unknown
+        ([], (), None),
+        ([{"name": "a", "replicas": 3}, {"name": "b", "replicas": 1}], ("a", "b"), (3, 1)),
+        ([{"name": "b", "replicas": 0}], ("b",), (0,)),  # listed, running none
+        ([{"name": "a", "replicas": MAX_REPLICAS}], ("a",), (MAX_REPLICAS,)),
+    ],
+)
+def test_current_placement_forms(
+    clusters: object, names: tuple[str, ...], counts: tuple[int, ...] | None
+) -> None:
+    policy = snapshot_from_mapping(_snapshot(clusters)).workloads[0].placement
+    assert policy.clusters == names
+    assert policy.current_replicas == counts
+    assert policy.current() == (None if counts is None else dict(zip(names, counts, strict=True)))
+
+
+@pytest.mark.parametrize(
+    ("clusters", "message"),
+    [
+        (["a", {"name": "b", "replicas": 1}], r"clusters\[0\]: give every entry as a name or"),
+        ([{"name": "a", "replicas": 1}, "b"], r"clusters\[1\]: give every entry as a name or"),
+        ([{"name": "a", "replicas": -1}], r"clusters\[0\]\.replicas: must be an integer from 0"),
+        ([{"name": "a", "replicas": True}], r"clusters\[0\]\.replicas: must be an integer"),
+        ([{"name": "a", "replicas": "3"}], r"clusters\[0\]\.replicas: must be an integer"),
+        ([{"name": "a", "replicas": 1.5}], r"clusters\[0\]\.replicas: must be an integer"),
+        ([{"name": "a", "replicas": MAX_REPLICAS + 1}], "must be an integer from 0 to 1,000,000"),
+        ([{"name": "a"}], r"clusters\[0\]: missing required field 'replicas'"),
+        ([{"replicas": 2}], r"clusters\[0\]: missing required field 'name'"),
+        ([{"name": "a", "replicas": 1, "weight": 2}], r"clusters\[0\]: unknown field\(s\) weight"),
+        (
+            [{"name": "a", "replicas": 1}, {"name": "a", "replicas": 2}],
+            "clusters: duplicate cluster",
+        ),
+        ([{"name": "gone", "replicas": 1}], r"placement\.clusters: unknown cluster 'gone'"),
+        ([{"name": "", "replicas": 1}], r"clusters\[0\]\.name: must be a non-empty string"),
+    ],
+)
+def test_current_placement_rejected(clusters: object, message: str) -> None:
+    with pytest.raises(SnapshotError, match=message):
+        snapshot_from_mapping(_snapshot(clusters))
+
+
+@pytest.mark.parametrize(
+    "clusters", [["a", "b"], [{"name": "a", "replicas": 3}, {"name": "b", "replicas": 0}]]
+)
+def test_current_placement_round_trips(clusters: object) -> None:
+    snapshot = snapshot_from_mapping(_snapshot(clusters))
+    text = dump_snapshot(snapshot)
+    assert load_snapshot(text) == snapshot
+    assert ("replicas: 3" in text) == (snapshot.workloads[0].placement.current_replicas is not None)
