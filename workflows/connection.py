@@ -36,6 +36,7 @@ from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.service import TLSConfig
 
 from orchestrator.domain.errors import InputError
+from workflows.connection_flags import FROM_ENVIRONMENT, ConnectionFlags
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
@@ -45,24 +46,6 @@ _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 class ConnectionConfigError(InputError):
     """A connection setting that cannot be used: bad input, reported before connecting."""
-
-
-@dataclass(frozen=True)
-class ConnectionFlags:
-    """What the command line said; ``None`` means "not given" (the profile or env decides)."""
-
-    profile: str | None = None
-    config_file: Path | None = None
-    disable_config_file: bool = False
-    disable_config_env: bool = False
-    address: str | None = None
-    namespace: str | None = None
-    api_key: str | None = None
-    tls: bool | None = None
-    tls_ca_path: Path | None = None
-    tls_cert_path: Path | None = None
-    tls_key_path: Path | None = None
-    tls_server_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +146,7 @@ def _check_tls(tls: ClientConfigTLS | None) -> None:
 
 
 def resolve(
-    flags: ConnectionFlags = ConnectionFlags(),
+    flags: ConnectionFlags = FROM_ENVIRONMENT,
     env: Mapping[str, str] | None = None,
     *,
     config_source: str | bytes | None = None,

@@ -25,7 +25,7 @@ from orchestrator.cli.output import Format, emit, fail, new_table
 from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
 from orchestrator.cli.temporal import (
     FROM_ENVIRONMENT,
-    TemporalOptions,
+    ConnectionFlags,
     connect,
     connection_options,
     resolve,
@@ -50,7 +50,7 @@ def _run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _client(options: TemporalOptions, **extra: Any) -> Any:
+async def _client(options: ConnectionFlags, **extra: Any) -> Any:
     """A connected client; ``extra`` adds ``Client.connect`` options (runtime, interceptors)."""
     return await connect(options, **extra)
 
@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
         namespace: Annotated[
             str | None, typer.Option("--namespace", help="Only this CAPI namespace.")
         ] = None,
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
         metrics_address: MetricsAddressOpt = None,
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it).
@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option(help="Follow live progress until the run ends.")
         ] = False,
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Start a FleetCalibration (a worker must be running)."""
@@ -249,7 +249,7 @@ def register(app: typer.Typer) -> None:
     @connection_options
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
         """Show a calibration's stage / cluster / step states."""
@@ -267,7 +267,7 @@ def register(app: typer.Typer) -> None:
     def pause(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Stop starting new clusters and steps (running steps finish)."""
         _ack("pause", calibration_id, temporal, reason=reason)
@@ -277,7 +277,7 @@ def register(app: typer.Typer) -> None:
     def resume(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Continue a paused calibration."""
         _ack("resume", calibration_id, temporal, reason=reason)
@@ -288,7 +288,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         stage: Annotated[str, typer.Option("--stage")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Open a stage's approval gate."""
         _ack("approve", calibration_id, temporal, stage, reason=reason)
@@ -299,7 +299,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Retry a cluster's failed step (it stays tainted until the step succeeds)."""
         _ack("retry", calibration_id, temporal, cluster, reason=reason)
@@ -310,7 +310,7 @@ def register(app: typer.Typer) -> None:
         calibration_id: str,
         cluster: Annotated[str, typer.Option("--cluster")],
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Skip a cluster (a touched cluster stays tainted)."""
         _ack("skip", calibration_id, temporal, cluster, reason=reason)
@@ -320,7 +320,7 @@ def register(app: typer.Typer) -> None:
     def abort(
         calibration_id: str,
         reason: ReasonOpt = "",
-        temporal: TemporalOptions = FROM_ENVIRONMENT,
+        temporal: ConnectionFlags = FROM_ENVIRONMENT,
     ) -> None:
         """Stop the run at the next step boundary; mid-upgrade clusters stay tainted."""
         _ack("abort", calibration_id, temporal, reason=reason)
@@ -328,7 +328,7 @@ def register(app: typer.Typer) -> None:
     def _ack(
         command: str,
         calibration_id: str,
-        temporal: TemporalOptions,
+        temporal: ConnectionFlags,
         *args: str,
         reason: str,
     ) -> None:

@@ -19,7 +19,7 @@ from orchestrator.cli.files import clip_message
 from orchestrator.cli.output import Format, emit, fail, new_table
 from orchestrator.cli.temporal import (
     FROM_ENVIRONMENT,
-    TemporalOptions,
+    ConnectionFlags,
     connect,
     connection_options,
     resolve,
@@ -36,7 +36,7 @@ ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept as the sched
 
 
 def _call(
-    temporal: TemporalOptions,
+    temporal: ConnectionFlags,
     call: Callable[[Any], Awaitable[Any]],
 ) -> Any:
     """Connect, run one ``workflows.schedules`` call; refusals are one line (exit 2)."""
@@ -67,7 +67,7 @@ def create(
     ] = None,
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     note: Annotated[str, typer.Option("--note", help="Note shown with the schedule.")] = "",
-    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
     output: OutputOpt = Format.table,
 ) -> None:
     """Evaluate POLICY on a timetable; start a calibration when due clusters break it."""
@@ -96,7 +96,7 @@ def create(
 @schedule_app.command("list")
 @connection_options
 def list_(
-    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
     output: OutputOpt = Format.table,
 ) -> None:
     """Every continuous-calibration schedule of the namespace."""
@@ -123,7 +123,7 @@ def list_(
 @connection_options
 def describe(
     name: NameArg,
-    temporal: TemporalOptions = FROM_ENVIRONMENT,
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
     output: OutputOpt = Format.table,
 ) -> None:
     """Timetable, state, policy, recent runs and the latest evaluation's verdict."""
@@ -136,7 +136,7 @@ def describe(
 @schedule_app.command()
 @connection_options
 def pause(
-    name: NameArg, reason: ReasonOpt = "", temporal: TemporalOptions = FROM_ENVIRONMENT
+    name: NameArg, reason: ReasonOpt = "", temporal: ConnectionFlags = FROM_ENVIRONMENT
 ) -> None:
     """Start no more runs (a running evaluation or calibration goes on)."""
     from workflows import schedules
@@ -147,7 +147,7 @@ def pause(
 @schedule_app.command()
 @connection_options
 def unpause(
-    name: NameArg, reason: ReasonOpt = "", temporal: TemporalOptions = FROM_ENVIRONMENT
+    name: NameArg, reason: ReasonOpt = "", temporal: ConnectionFlags = FROM_ENVIRONMENT
 ) -> None:
     """Start runs again from the next tick."""
     from workflows import schedules
@@ -157,7 +157,7 @@ def unpause(
 
 @schedule_app.command()
 @connection_options
-def trigger(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None:
+def trigger(name: NameArg, temporal: ConnectionFlags = FROM_ENVIRONMENT) -> None:
     """Evaluate now (skipped, like any tick, while the previous run still runs)."""
     from workflows import schedules
 
@@ -166,7 +166,7 @@ def trigger(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None
 
 @schedule_app.command()
 @connection_options
-def delete(name: NameArg, temporal: TemporalOptions = FROM_ENVIRONMENT) -> None:
+def delete(name: NameArg, temporal: ConnectionFlags = FROM_ENVIRONMENT) -> None:
     """Delete the schedule (calibrations it started go on)."""
     from workflows import schedules
 

@@ -2,7 +2,7 @@
 
 ``@connection_options`` adds ``--profile``, ``--config-file``, ``--address``,
 ``--temporal-namespace``, ``--api-key``, ``--tls`` and the ``--tls-*`` paths to a command and
-hands the command one ``TemporalOptions`` value, so ten commands do not repeat twelve parameters
+hands the command one ``ConnectionFlags`` value, so ten commands do not repeat twelve parameters
 and can never disagree on a name. Resolution (profile < environment < flags) lives in
 ``workflows.connection``; it is imported only when a command connects, because importing the
 Temporal SDK costs about a second that ``drift`` or ``plan`` should not pay.
@@ -16,38 +16,19 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
 from orchestrator.cli.output import fail
+from workflows.connection_flags import FROM_ENVIRONMENT, ConnectionFlags
 
 P = ParamSpec("P")
 R = TypeVar("R")
 PANEL = "Temporal connection (flags > TEMPORAL_* env > temporal.toml profile)"
 
 
-@dataclass(frozen=True)
-class TemporalOptions:
-    """The connection flags as given (None: not given, so the env or the profile decides)."""
-
-    profile: str | None = None
-    config_file: Path | None = None
-    disable_config_file: bool = False
-    disable_config_env: bool = False
-    address: str | None = None
-    temporal_namespace: str | None = None
-    api_key: str | None = None
-    tls: bool | None = None
-    tls_ca_path: Path | None = None
-    tls_cert_path: Path | None = None
-    tls_key_path: Path | None = None
-    tls_server_name: str | None = None
-
-
-FROM_ENVIRONMENT = TemporalOptions()
 """No flag given: the placeholder default of a command's ``temporal`` parameter."""
 
 
@@ -55,6 +36,9 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help, rich_help_panel=PANEL, show_default=False)
 
 
+# CLI parameter -> ConnectionFlags field where they differ (``-n/--namespace`` is the CAPI one).
+_FIELDS = {"temporal_namespace": "namespace"}
+__all__ = ["FROM_ENVIRONMENT", "ConnectionFlags", "connect", "connection_options", "resolve"]
 _PARAMETERS: dict[str, Any] = {
     "profile": Annotated[
         str | None, _opt("--profile", help="Profile of the config file (TEMPORAL_PROFILE).")
@@ -104,14 +88,14 @@ _PARAMETERS: dict[str, Any] = {
 
 
 def connection_options(func: Callable[..., R]) -> Callable[..., R]:
-    """Give ``func`` the connection flags; it receives them as ``temporal: TemporalOptions``."""
+    """Give ``func`` the connection flags; it receives them as ``temporal: ConnectionFlags``."""
     signature = inspect.signature(func, eval_str=True)
     kept = [p for p in signature.parameters.values() if p.name != "temporal"]
     added = [
         inspect.Parameter(
             name,
             inspect.Parameter.KEYWORD_ONLY,
-            default=TemporalOptions.__dataclass_fields__[name].default,
+            default=ConnectionFlags.__dataclass_fields__[_FIELDS.get(name, name)].default,
             annotation=annotation,
         )
         for name, annotation in _PARAMETERS.items()
@@ -119,7 +103,7 @@ def connection_options(func: Callable[..., R]) -> Callable[..., R]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> R:
-        options = TemporalOptions(**{name: kwargs.pop(name) for name in _PARAMETERS})
+        options = ConnectionFlags(**{_FIELDS.get(n, n): kwargs.pop(n) for n in _PARAMETERS})
         return func(*args, temporal=options, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
@@ -131,32 +115,18 @@ def connection_options(func: Callable[..., R]) -> Callable[..., R]:
     return wrapper
 
 
-def resolve(options: TemporalOptions) -> Any:
+def resolve(options: ConnectionFlags) -> Any:
     """The resolved ``workflows.connection.Connection`` (bad settings: one error line, exit 2)."""
-    from workflows.connection import ConnectionConfigError, ConnectionFlags
+    from workflows.connection import ConnectionConfigError
     from workflows.connection import resolve as resolve_connection
 
-    flags = ConnectionFlags(
-        profile=options.profile,
-        config_file=options.config_file,
-        disable_config_file=options.disable_config_file,
-        disable_config_env=options.disable_config_env,
-        address=options.address,
-        namespace=options.temporal_namespace,
-        api_key=options.api_key,
-        tls=options.tls,
-        tls_ca_path=options.tls_ca_path,
-        tls_cert_path=options.tls_cert_path,
-        tls_key_path=options.tls_key_path,
-        tls_server_name=options.tls_server_name,
-    )
     try:
-        return resolve_connection(flags)
+        return resolve_connection(options)
     except ConnectionConfigError as err:
         fail(str(err))
 
 
-async def connect(options: TemporalOptions, **extra: Any) -> Any:
+async def connect(options: ConnectionFlags, **extra: Any) -> Any:
     """A connected ``temporalio.client.Client`` (unreachable: one error line, exit 1).
 
     ``extra`` adds ``Client.connect`` options that are not connection settings: the worker's

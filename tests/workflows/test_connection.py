@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from temporalio.service import TLSConfig
 
-from workflows.connection import ConnectionConfigError, ConnectionFlags, resolve
+from workflows.connection import ConnectionConfigError, resolve
+from workflows.connection_flags import ConnectionFlags
 
 PROFILES = """
 [profile.default]

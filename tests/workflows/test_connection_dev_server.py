@@ -21,10 +21,11 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.cli.temporal import TemporalOptions, connect
+from orchestrator.cli.temporal import connect
 from orchestrator.localplane.pki import KeyPair, ensure_ca, issue
 from tests.workflows.harness import SERVER_STARTUP, binary_path
-from workflows.connection import ConnectionFlags, resolve
+from workflows.connection import resolve
+from workflows.connection_flags import ConnectionFlags
 
 NAMESPACE = "calibrator-profile"
 runner = CliRunner()
@@ -52,7 +53,7 @@ def test_commands_connect_through_a_profile_and_env(tmp_path: Path) -> None:
                 f'[profile.dev]\naddress = "{address}"\nnamespace = "{NAMESPACE}"\n'
                 '[profile.elsewhere]\naddress = "127.0.0.1:9"\n'
             )
-            client = await connect(TemporalOptions(profile="dev", config_file=config))
+            client = await connect(ConnectionFlags(profile="dev", config_file=config))
             assert client.namespace == NAMESPACE
             assert await client.count_workflows() is not None  # a real round trip
             # The CLI with the same profile reaches the server: a missing calibration is an

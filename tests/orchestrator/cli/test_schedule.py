@@ -140,4 +140,5 @@ def test_every_connection_option_is_a_flag() -> None:
 
     from orchestrator.cli import temporal
 
-    assert set(temporal._PARAMETERS) == {f.name for f in fields(temporal.TemporalOptions)}
+    flagged = {temporal._FIELDS.get(name, name) for name in temporal._PARAMETERS}
+    assert flagged == {f.name for f in fields(temporal.ConnectionFlags)}
