@@ -29,7 +29,7 @@ no kept replica): the caller then divides from scratch, which is also the first 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from orchestrator.placement import division
 from orchestrator.placement.division import Allocation
@@ -79,10 +79,18 @@ def _scale_down(replicas: int, kept: dict[int, int], scores: Sequence[int]) -> A
     return Allocation(division.webster(replicas, weights, scores, caps=weights), 0)
 
 
-def dynamic(
-    replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
+def _from_current(
+    replicas: int,
+    scores: Sequence[int],
+    rooms: Sequence[int | None],
+    held: Mapping[int, int],
+    add: Callable[[int, list[int | None], list[int]], Allocation],
 ) -> Allocation | None:
-    """Dynamic division from the current assignment (None: divide from scratch)."""
+    """Keep what still fits, scale down where replicas run, or ``add`` the rest (None: no base).
+
+    ``add(extra, rooms_left, used)`` divides the replicas to add over the room left, knowing the
+    clusters already in use; Dynamic and Aggregated differ only there.
+    """
     kept = _capped(held, rooms)
     if not kept:
         return None
@@ -92,25 +100,33 @@ def dynamic(
     if total > replicas:
         return _scale_down(replicas, kept, scores)
     left = [None if r is None else r - kept.get(p, 0) for p, r in enumerate(rooms)]
-    extra = division.dynamic(replicas - total, scores, left, None)
-    return _merged(kept, extra)
+    return _merged(kept, add(replicas - total, left, list(kept)))
+
+
+def dynamic(
+    replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
+) -> Allocation | None:
+    """Dynamic division from the current assignment (None: divide from scratch)."""
+    return _from_current(
+        replicas,
+        scores,
+        rooms,
+        held,
+        lambda extra, left, _: division.dynamic(extra, scores, left, None),
+    )
 
 
 def aggregated(
     replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
 ) -> Allocation | None:
     """Aggregated division from the current assignment: a scale-up fills used clusters first."""
-    kept = _capped(held, rooms)
-    if not kept:
-        return None
-    total = sum(kept.values())
-    if total == replicas:
-        return Allocation(kept, 0)
-    if total > replicas:
-        return _scale_down(replicas, kept, scores)
-    left = [None if r is None else r - kept.get(p, 0) for p, r in enumerate(rooms)]
-    extra = division.aggregated(replicas - total, scores, left, list(kept))
-    return _merged(kept, extra)
+    return _from_current(
+        replicas,
+        scores,
+        rooms,
+        held,
+        lambda extra, left, used: division.aggregated(extra, scores, left, used),
+    )
 
 
 def weighted(
