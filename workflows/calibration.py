@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.selectors import LabelSelector
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow
-    from workflows import metrics, search_attributes
+    from workflows import metrics, runstate, search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
     from workflows.model import (
         FAILED_CLUSTER_STATES,
@@ -704,59 +704,45 @@ class FleetCalibration:
         return bool(self._progress.abort_reason)
 
     def _failures(self) -> int:
-        return sum(self._counts.get(state.value, 0) for state in FAILED_CLUSTER_STATES)
+        return runstate.failures(self._counts)
 
     def _max_failures(self) -> int:
         return 0 if self._plan is None else self._plan.max_failures
 
     def _over_budget(self) -> bool:
-        return self._failures() > self._max_failures()
+        return runstate.over_budget(self._counts, self._max_failures())
 
     def _started(self, name: str) -> bool:
-        current = self._clusters.get(name)
-        return current is not None and current.started_at is not None
+        return runstate.started(self._clusters, name)
 
     def _active(self) -> list[str]:
-        """Clusters whose child runs (possibly waiting for a decision)."""
-        return [
-            n
-            for n, c in self._clusters.items()
-            if self._started(n) and c.state not in FINAL_CLUSTER_STATES
-        ]
+        return runstate.active(self._clusters)
 
     def _stepping(self) -> bool:
-        """A child is doing work (not just waiting for a decision)."""
-        return any(
-            self._clusters[n].state != ClusterState.WAITING_FOR_DECISION for n in self._active()
-        )
-
-    def _dead_halt(self) -> bool:
-        """Over budget with nothing left that could bring the run back within it."""
-        waiting = any(c.state == ClusterState.WAITING_FOR_DECISION for c in self._clusters.values())
-        return self._over_budget() and not waiting and not self._stepping()
+        return runstate.stepping(self._clusters)
 
     def _must_stop(self) -> bool:
-        return self._aborted or self._dead_halt()
+        return self._aborted or runstate.dead_halt(
+            self._clusters, self._counts, self._max_failures()
+        )
 
     def _may_start(self) -> bool:
-        return not (self._paused or self._aborted or self._over_budget())
+        return runstate.may_start(
+            paused=self._paused, aborted=self._aborted, over_budget=self._over_budget()
+        )
 
     def _settled(self, name: str) -> bool:
-        state = self._clusters[name].state
-        return state in FINAL_CLUSTER_STATES or state == ClusterState.WAITING_FOR_DECISION
+        return runstate.settled(self._clusters[name].state)
 
     def _phase(self) -> Phase:
-        if self._final_phase is not None:
-            return self._final_phase
-        if self._plan is None:
-            return Phase.PLANNING
-        if self._aborted:
-            return Phase.ABORTED
-        if self._over_budget():
-            return Phase.HALTED
-        if self._paused:
-            return Phase.PAUSED
-        return self._activity_phase
+        return runstate.phase(
+            final=self._final_phase,
+            planned=self._plan is not None,
+            aborted=self._aborted,
+            over_budget=self._over_budget(),
+            paused=self._paused,
+            activity=self._activity_phase,
+        )
 
     # ------------------------------------------------------------------ handlers
 
