@@ -191,9 +191,17 @@ class DockerEngine:
         self.launcher.write_text(runtime_launcher(sys.executable, runc))
         self.launcher.chmod(0o755)
         _ensure_bridge()
+        # dockerd turns IP forwarding on and sets the FORWARD policy to DROP for the whole host,
+        # and never puts it back; remember it so that ``down`` leaves the host as it found it.
+        policy = forward_policy()
+        forwarding = _read_ip_forward()
         argv = dockerd_argv(dockerd, self.state_dir, self.launcher)
         record = start("dockerd", argv, self.log, f"unix://{self.socket}")
-        save_records(self.state_file, [record], {"bridge": BRIDGE})
+        save_records(
+            self.state_file,
+            [record],
+            {"bridge": BRIDGE, "forwardPolicy": policy, "ipForward": forwarding},
+        )
         waited = wait_until("dockerd", lambda: _pings(self.socket), timeout, record)
         progress(f"dockerd pid {record.pid} answered after {waited:.1f}s on {self.socket}")
         return self.status()
@@ -230,6 +238,9 @@ class DockerEngine:
         dockerd outlives ``timeout``. ``purge`` deletes the state dir (images included).
         """
         record = self._record()
+        _, extra = load_records(self.state_file)
+        saved = extra.get("forwardPolicy")
+        forwarding = extra.get("ipForward")
         if record is not None and alive(record.pid):
             if remove_containers and _pings(self.socket):
                 removed = self.remove_containers()
@@ -248,6 +259,13 @@ class DockerEngine:
             progress(f"dockerd pid {record.pid} stopped")
         if record is not None:
             save_records(self.state_file, [], {})
+        if isinstance(saved, str):
+            restored = restore_forward_policy(saved)
+            if restored:
+                progress(f"iptables FORWARD policy restored to {saved}")
+        if forwarding in ("0", "1") and _read_ip_forward() not in (None, forwarding):
+            IP_FORWARD.write_text(f"{forwarding}\n")
+            progress(f"net.ipv4.ip_forward restored to {forwarding}")
         _remove_bridge()
         if purge and self.state_dir.exists():
             _unmount_below(self.state_dir)
@@ -259,6 +277,51 @@ def _require(binary: str, hint: str) -> str:
     if path is None:
         raise PlaneError(f"{binary} not found on PATH ({hint})")
     return path
+
+
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def _read_ip_forward() -> str | None:
+    try:
+        return IP_FORWARD.read_text().strip()
+    except OSError:
+        return None
+
+
+def parse_forward_policy(rules: str) -> str | None:
+    """The policy in ``iptables -S FORWARD`` output (``-P FORWARD ACCEPT``), None if absent."""
+    for line in rules.splitlines():
+        parts = line.split()
+        if parts[:2] == ["-P", "FORWARD"] and len(parts) == 3 and parts[2] in ("ACCEPT", "DROP"):
+            return parts[2]
+    return None
+
+
+def forward_policy() -> str | None:
+    """The host's filter FORWARD policy now; None when iptables is missing or refuses."""
+    iptables = shutil.which("iptables", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if iptables is None:
+        return None
+    done = subprocess.run(
+        [iptables, "-S", "FORWARD"], capture_output=True, text=True, timeout=30, check=False
+    )
+    return parse_forward_policy(done.stdout) if done.returncode == 0 else None
+
+
+def restore_forward_policy(saved: str) -> bool:
+    """Put the FORWARD policy back to ``saved`` if dockerd changed it; True when it did."""
+    now = forward_policy()
+    if now is None or now == saved or saved not in ("ACCEPT", "DROP"):
+        return False
+    iptables = shutil.which("iptables", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    done = subprocess.run(
+        [str(iptables), "-P", "FORWARD", saved],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise PlaneError(f"iptables -P FORWARD {saved} failed: {done.stderr.strip()}")
+    return True
 
 
 def _ensure_bridge() -> None:

@@ -34,3 +34,18 @@ def test_status_of_an_empty_state_dir(tmp_path: Path) -> None:
 def test_default_state_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CALIBRATOR_DOCKER_DIR", str(tmp_path))
     assert dockerd.default_state_dir() == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("rules", "policy"),
+    [
+        ("-P FORWARD ACCEPT\n-A FORWARD -j DOCKER-USER\n", "ACCEPT"),
+        ("-P FORWARD DROP\n", "DROP"),
+        ("-A FORWARD -j DOCKER-USER\n", None),
+        ("", None),
+        ("-P FORWARD QUEUE\n", None),
+        ("-P INPUT DROP\n-P FORWARD ACCEPT\n", "ACCEPT"),
+    ],
+)
+def test_forward_policy_is_read_from_iptables_rules(rules: str, policy: str | None) -> None:
+    assert dockerd.parse_forward_policy(rules) == policy
