@@ -18,6 +18,7 @@ from kubernetes.client import ApiException
 from orchestrator.kube import capi
 from orchestrator.kube.client import dynamic
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from workflows.backend import NotFoundError
 from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
@@ -134,5 +135,9 @@ def test_the_role_is_enough_for_an_inventory_and_a_kubeconfig_read(
     digest = hashlib.sha256(data).hexdigest()
     asyncio.run(KubeFleetBackend(api, namespace=BOUND).put_blob(digest, data))
     assert asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest)) == data
+    # ... and deleted by its owner when the calibration ends.
+    asyncio.run(KubeFleetBackend(api, namespace=BOUND).delete_blob(digest))
+    with pytest.raises(NotFoundError):
+        asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest))
     # The dynamic client's discovery works under the role too (what the backend builds on).
     assert dynamic(api).resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
