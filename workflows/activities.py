@@ -67,6 +67,7 @@ from workflows.model import (
     ClusterState,
     ClusterUpgradePlan,
     ComponentObservation,
+    DropBlobInput,
     EvaluateInput,
     FindingInfo,
     FindingPlan,
@@ -259,6 +260,7 @@ def fleet_plan(
     )
     return FleetPlan(
         target=str(plan.target),
+        calibration_id=calibration_id,
         clusters=tuple(clusters),
         stages=tuple(stages),
         unassigned=plan.rollout.unassigned,
@@ -305,15 +307,25 @@ def decode_plan(data: bytes) -> FleetPlan:
     return plan
 
 
-def encode_scope(names: Sequence[str]) -> tuple[str, bytes]:
-    """(SHA-256 hex, bytes) of a sorted JSON list of cluster names: a calibration's scope."""
-    data = json.dumps(sorted(names), separators=(",", ":")).encode()
+def encode_scope(names: Sequence[str], owner: str) -> tuple[str, bytes]:
+    """(SHA-256 hex, bytes) of a calibration's scope: its owner and the sorted cluster names.
+
+    The owner (the evaluating workflow's id) makes the digest unique per evaluation, so the owner
+    can delete the scope when its calibrations have planned without breaking another schedule's
+    evaluation that found the same clusters.
+    """
+    document = {"owner": owner, "clusters": sorted(names)}
+    data = json.dumps(document, separators=(",", ":")).encode()
     return hashlib.sha256(data).hexdigest(), data
 
 
 def decode_scope(data: bytes) -> list[str]:
-    """Inverse of ``encode_scope`` (a stored scope is written by us; anything else is corrupt)."""
-    names = json.loads(data)
+    """Inverse of ``encode_scope`` (a stored scope is written by us; anything else is corrupt).
+
+    A bare list is what workers before scope ownership stored; it still reads.
+    """
+    document = json.loads(data)
+    names = document.get("clusters") if isinstance(document, dict) else document
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ApplicationError("stored scope is not a list of cluster names", type=NOT_FOUND)
     return names
@@ -493,6 +505,7 @@ class CalibrationActivities:
             self.wait_workers,
             self.verify,
             self.check_compat,
+            self.drop_blob,
         ]
 
     async def _observe(self, cluster: ClusterRef) -> ClusterObservation:
@@ -570,6 +583,16 @@ class CalibrationActivities:
         self._remember(digest, _index(plan))
         return summarize_plan(plan, PlanRef(digest, len(data)), skipped)
 
+    @activity.defn(name="drop_blob")
+    async def drop_blob(self, input: DropBlobInput) -> None:
+        """Delete a stored plan or scope its owner is done with (gone already is fine).
+
+        Plans and scopes are megabytes at fleet scale and a schedule stores new ones every tick;
+        without this they would pile up in the management cluster's etcd for ever.
+        """
+        self._plans.pop(input.digest, None)
+        await self._backend.delete_blob(input.digest)
+
     @activity.defn(name="evaluate_policy")
     async def evaluate_policy(self, input: EvaluateInput) -> PolicyReport:
         """Inventory the fleet, evaluate the policy, store each calibration's scope by digest.
@@ -588,7 +611,7 @@ class CalibrationActivities:
             _invalid(str(err))
         groups = []
         for goal, names in result.due_groups():
-            digest, data = encode_scope(names)
+            digest, data = encode_scope(names, activity.info().workflow_id or "")
             await self._backend.put_blob(digest, data)
             groups.append(
                 CalibrationGroup(str(goal), ScopeRef(digest, len(names)), names[:SAMPLE_LIMIT])

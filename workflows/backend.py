@@ -31,7 +31,8 @@ Contract every implementation keeps:
   upgrading side by side never overwrite each other's decisions with stale ones;
 * ``put_blob`` / ``get_blob`` keep immutable, content-addressed documents (the calibration plan)
   out of workflow history: the key is the SHA-256 of the bytes, a second put of the same key is
-  a no-op, and a missing key is ``NotFoundError``;
+  a no-op, and a missing key is ``NotFoundError``; ``delete_blob`` removes one when its owner
+  (the calibration, or the evaluation for a scope) is done with it, and a missing one is fine;
 * unknown clusters or objects raise ``NotFoundError`` (the activity turns it into a non-retryable
   failure); any other exception is transient and retried by Temporal;
 * nothing returned ever contains a credential.
@@ -115,4 +116,8 @@ class FleetBackend(Protocol):
 
     async def get_blob(self, digest: str) -> bytes:
         """The bytes stored under ``digest`` (NotFoundError if there are none)."""
+        ...
+
+    async def delete_blob(self, digest: str) -> None:
+        """Delete what ``put_blob`` stored under ``digest`` (nothing there is not an error)."""
         ...

@@ -80,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterUpgradeInput,
         ClusterUpgradePlan,
         Decision,
+        DropBlobInput,
         LocateInput,
         PatchControlPlaneInput,
         PatchWorkersInput,
@@ -158,6 +159,27 @@ def _wait_options(options: CalibrationOptions) -> dict[str, Any]:
             non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
         ),
     }
+
+
+# workflow.patched ids: runs started before these changes replay without the new activities.
+DROP_PLAN_PATCH = "drop-stored-plan"
+DROP_SCOPE_PATCH = "drop-stored-scope"
+
+
+async def drop_stored(digest: str, options: CalibrationOptions, what: str) -> None:
+    """Delete a stored plan or scope its owner is done with; a failure never fails the run.
+
+    Garbage collection is a courtesy to the management cluster's etcd, not part of the
+    calibration's outcome: after a few retries the leftover is logged with its digest.
+    """
+    try:
+        await workflow.execute_activity_method(
+            CalibrationActivities.drop_blob, DropBlobInput(digest), **_short_options(options)
+        )
+    except ActivityError as err:
+        workflow.logger.warning(
+            "stored %s %s was not deleted: %s", what, digest, describe_failure(err)
+        )
 
 
 def describe_failure(err: BaseException) -> str:
@@ -1318,6 +1340,9 @@ class FleetCalibration:
         for i, stage in enumerate(self._stages):
             if stage.state in (StageState.PENDING, StageState.AWAITING_APPROVAL):
                 self._set_stage(i, state=StageState.NOT_STARTED)
+        # Every child has settled for good: nothing reads the stored plan any more.
+        if self._plan is not None and workflow.patched(DROP_PLAN_PATCH):
+            await drop_stored(self._plan.plan.digest, self._input.options, "plan")
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._aborted:
             self._final_phase = Phase.ABORTED

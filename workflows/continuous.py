@@ -31,7 +31,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
-    from workflows.calibration import FleetCalibration, describe_failure
+    from workflows.calibration import (
+        DROP_SCOPE_PATCH,
+        FleetCalibration,
+        describe_failure,
+        drop_stored,
+    )
     from workflows.model import (
         CalibrationInput,
         ContinuousInput,
@@ -117,12 +122,25 @@ class ContinuousCalibration:
                     replace(started, phase=Phase.FAILED.value, message=describe_failure(err)),
                     f"calibration {started.calibration_id} failed; the next tick re-evaluates",
                 )
+                await self._drop_scopes(report, input)
                 return self._result
             self._record(
                 replace(started, phase=final.phase.value, message=final.message),
                 f"calibration {started.calibration_id}: {final.phase.value}",
             )
+        await self._drop_scopes(report, input)
         return self._result
+
+    async def _drop_scopes(self, report: PolicyReport, input: ContinuousInput) -> None:
+        """Delete the scopes this evaluation stored: each calibration read its own when it planned.
+
+        Scopes carry this run's id, so no other evaluation shares them; a group not started
+        (after a failed calibration) is dropped too: the next tick stores its own.
+        """
+        if not workflow.patched(DROP_SCOPE_PATCH):
+            return
+        for group in report.groups:
+            await drop_stored(group.scope.digest, input.options, "scope")
 
     async def _evaluate(self, input: ContinuousInput) -> PolicyReport:
         try:

@@ -758,6 +758,23 @@ class KubeFleetBackend:
             raise BackendError(f"blob {digest}: stored bytes do not match the digest")
         return data
 
+    def _delete_blob(self, digest: str) -> None:
+        """Chunk 0 first, so that no reader finds a partial blob; then the rest, as it counted."""
+        ns = self._blob_namespace()
+        try:
+            first = self._get(CONFIG_MAP, ns, BLOB_PREFIX + digest)
+        except NotFoundError:
+            return
+        count = int(_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
+        for name in [BLOB_PREFIX + digest] + [
+            f"{BLOB_PREFIX}{digest}-{i}" for i in range(1, count)
+        ]:
+            try:
+                self._res(CONFIG_MAP).delete(name=name, namespace=ns)
+            except Exception as err:
+                if _status_code(err) != 404:
+                    raise
+
     # ------------------------------------------------------------------ FleetBackend
 
     async def _call(
@@ -792,6 +809,11 @@ class KubeFleetBackend:
         """Read and verify a document stored by ``put_blob``."""
         attributes = {"calibrator.blob.digest": digest}
         return await self._call("get_blob", attributes, lambda: self._get_blob(digest))
+
+    async def delete_blob(self, digest: str) -> None:
+        """Delete a document stored by ``put_blob`` (all its chunks; gone already is fine)."""
+        attributes = {"calibrator.blob.digest": digest}
+        await self._call("delete_blob", attributes, lambda: self._delete_blob(digest))
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
         """The fleet from LIST calls (see the module docstring)."""

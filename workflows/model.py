@@ -241,6 +241,9 @@ class FleetPlan:
     unassigned: tuple[str, ...] = ()
     findings: tuple[FindingPlan, ...] = ()
     max_failures: int = 0
+    # The calibration that owns the stored plan: it makes the digest unique per calibration, so
+    # the calibration may delete its plan when it ends without breaking another one's.
+    calibration_id: str = ""
 
     def cluster(self, name: str) -> ClusterUpgradePlan:
         """The plan of one cluster (KeyError if unknown)."""
@@ -535,6 +538,13 @@ class VerifyInput:
     component: Component
     version: str
     pools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DropBlobInput:
+    """A stored plan or scope its owner no longer needs (``drop_blob``)."""
+
+    digest: str
 
 
 @dataclass(frozen=True)

@@ -435,3 +435,11 @@ def test_plan_blobs_round_trip_through_immutable_config_maps(
     assert asyncio.run(backend.get_blob(digest)) == data
     with pytest.raises(NotFoundError):
         asyncio.run(backend.get_blob("0" * 64))
+    asyncio.run(backend.delete_blob(digest))  # every chunk, chunk 0 first
+    core = client.CoreV1Api(mgmt)
+    names = [
+        str(m.metadata and m.metadata.name)
+        for m in core.list_namespaced_config_map(namespace).items
+    ]
+    assert not [n for n in names if digest in n], names
+    asyncio.run(backend.delete_blob(digest))  # gone already: fine

@@ -18,6 +18,7 @@ from kubernetes.client import ApiException
 from orchestrator.kube import capi
 from orchestrator.kube.client import dynamic
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from workflows.backend import NotFoundError
 from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
@@ -87,7 +88,11 @@ def test_writes_outside_the_role_are_refused(
                 UNBOUND, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="calibrator-blob-x"))
             )
         ),
-        "delete a stored plan": lambda: core.delete_namespaced_config_map("any", BOUND),
+        # Deleting a stored plan by name is granted (its calibration does it when it ends), but
+        # only where the plan store is bound.
+        "delete a ConfigMap where the plan store is not bound": lambda: (
+            core.delete_namespaced_config_map("any", UNBOUND)
+        ),
         "list stored plans": lambda: core.list_namespaced_config_map(BOUND),
         "delete a PlacementDecision": lambda: custom.delete_namespaced_custom_object(
             "calibrator.dev", "v1alpha1", BOUND, "placementdecisions", "any"
@@ -134,5 +139,9 @@ def test_the_role_is_enough_for_an_inventory_and_a_kubeconfig_read(
     digest = hashlib.sha256(data).hexdigest()
     asyncio.run(KubeFleetBackend(api, namespace=BOUND).put_blob(digest, data))
     assert asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest)) == data
+    # ... and deleted by its owner when the calibration ends.
+    asyncio.run(KubeFleetBackend(api, namespace=BOUND).delete_blob(digest))
+    with pytest.raises(NotFoundError):
+        asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest))
     # The dynamic client's discovery works under the role too (what the backend builds on).
     assert dynamic(api).resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])

@@ -103,6 +103,7 @@ class InMemoryFleet:
         self.before_write: Callable[[], Awaitable[None]] | None = None
         self.blobs: dict[str, bytes] = {}
         self.blob_reads = 0
+        self.blob_deletes: list[str] = []
         self.events: list[Event] = []
         self.patches: Counter[tuple[str, str, str]] = Counter()
         self.held: set[str] = set()
@@ -358,3 +359,7 @@ class InMemoryFleet:
             return self.blobs[digest]
         except KeyError:
             raise NotFoundError(f"blob {digest} not found") from None
+
+    async def delete_blob(self, digest: str) -> None:
+        self.blob_deletes.append(digest)
+        self.blobs.pop(digest, None)

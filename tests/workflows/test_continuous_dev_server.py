@@ -168,6 +168,10 @@ def test_a_schedule_calibrates_only_when_the_policy_is_broken(tmp_path: Path) ->
                 assert fleet.versions("us") == ("v1.33.7", ("v1.33.7",))
                 assert fleet.versions("lab") == ("v1.32.9", ("v1.32.9",))
                 assert len((await handle.describe()).info.recent_actions) == 2
+                # Its scope and the calibration's plan were stored, then deleted by their
+                # owners: nothing stays behind in the store.
+                assert group.scope.digest in fleet.blob_deletes and len(fleet.blob_deletes) == 2
+                assert fleet.blobs == {}
 
                 # 3. Only "us" is left, and its window is closed: nothing starts.
                 await handle.trigger()

@@ -438,6 +438,28 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
         asyncio.run(backend.get_blob(digest))
 
 
+def test_a_deleted_blob_leaves_no_chunk_and_chunk_zero_goes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kube_backend, "BLOB_CHUNK_BYTES", 1000)
+    dyn = _fleet(topology=True)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    keep, drop = os.urandom(1500), os.urandom(2500)
+    for data in (keep, drop):
+        asyncio.run(backend.put_blob(hashlib.sha256(data).hexdigest(), data))
+    digest = hashlib.sha256(drop).hexdigest()
+    asyncio.run(backend.delete_blob(digest))
+    deleted = [name for verb, kind, name, _ in dyn.writes if verb == "delete"]
+    # A reader that finds chunk 0 finds every chunk: it goes first.
+    assert deleted == [f"calibrator-blob-{digest}", f"calibrator-blob-{digest}-1",
+                       f"calibrator-blob-{digest}-2"]  # fmt: skip
+    with pytest.raises(NotFoundError):
+        asyncio.run(backend.get_blob(digest))
+    assert asyncio.run(backend.get_blob(hashlib.sha256(keep).hexdigest())) == keep
+    asyncio.run(backend.delete_blob(digest))  # gone already: fine
+    asyncio.run(backend.delete_blob("f" * 64))  # never stored: fine
+
+
 @pytest.mark.parametrize(
     ("labels", "spec", "status", "expected"),
     [

@@ -36,7 +36,8 @@ def test_the_report_stays_bounded_at_ten_thousand_clusters() -> None:
     assert (group.target, group.scope.clusters) == ("v1.33.5", 5_000)
     assert len(group.sample) == SAMPLE_LIMIT and len(report.sample) == SAMPLE_LIMIT
     # The names live in the blob store under their digest, not in the payload.
-    names = json.loads(fleet.blobs[group.scope.digest])
+    stored = json.loads(fleet.blobs[group.scope.digest])
+    names = stored["clusters"]
     assert len(names) == 5_000 and names == sorted(names)
     assert hashlib.sha256(fleet.blobs[group.scope.digest]).hexdigest() == group.scope.digest
     (payload,) = default_converter().payload_converter.to_payloads([report])
@@ -70,7 +71,7 @@ def test_plan_fleet_plans_only_the_scoped_clusters(
     scope: tuple[str, ...], planned: set[str]
 ) -> None:
     fleet = in_memory(cluster("a", "v1.32.9"), cluster("b", "v1.32.9"), cluster("c", "v1.32.9"))
-    digest, data = encode_scope(scope)
+    digest, data = encode_scope(scope, "continuous-1")
     fleet.blobs[digest] = data
     acts = CalibrationActivities(fleet)
     summary = run(ActivityEnvironment().run(
@@ -102,7 +103,7 @@ def test_a_missing_or_corrupt_scope_fails(stored: bytes | None, error: str) -> N
 
 def test_a_scope_with_no_cluster_left_is_invalid_input() -> None:
     fleet = in_memory(cluster("a", "v1.32.9"))
-    digest, data = encode_scope(["gone"])
+    digest, data = encode_scope(["gone"], "continuous-1")
     fleet.blobs[digest] = data
     with pytest.raises(ApplicationError) as caught:
         run(ActivityEnvironment().run(

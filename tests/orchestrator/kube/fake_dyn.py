@@ -6,7 +6,7 @@ or ``key`` label selectors, pages with ``limit``/``_continue``, counted in ``lis
 ``metadata.resourceVersion`` (409 on mismatch); ``server_side_apply`` merges the applied fields
 (creating the object); ``<resource>.status.server_side_apply`` replaces status fields of an
 existing object (404 otherwise; 409 when ``metadata.resourceVersion`` is given and differs), as
-the status subresource does. Every write is logged in
+the status subresource does; ``delete`` removes one (404 when absent). Every write is logged in
 ``writes`` as ``(verb, kind, name, body)``.
 """
 
@@ -115,6 +115,13 @@ class Resource:
         merge(obj, body)
         self.store.bump(obj)
         self.store.patches.append((self.kind, name, copy.deepcopy(body)))
+        return Result(obj)
+
+    def delete(self, name: str, namespace: str) -> Result:
+        obj = self.store.objects.get(self.kind, {}).pop((namespace, name), None)
+        if obj is None:
+            raise ApiError(404)
+        self.store.writes.append(("delete", self.kind, name, {}))
         return Result(obj)
 
     def server_side_apply(
