@@ -113,8 +113,14 @@ def strategy(concurrency: int) -> dict[str, Any]:
     }
 
 
-def provision(dyn: DynamicClient, namespace: str, layout: dict[str, tuple[str, bool, str]]) -> None:
-    """The namespace, our ClusterClass and every cluster (apply only; waiting is separate)."""
+def provision(
+    dyn: DynamicClient,
+    namespace: str,
+    layout: dict[str, tuple[str, bool, str]],
+    workloads: int = 0,
+) -> None:
+    """The namespace, our ClusterClass, every cluster and ``workloads`` FleetWorkloads (apply
+    only; waiting is separate)."""
     dyn.resources.get(api_version="v1", kind="Namespace").create(
         body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     )
@@ -124,6 +130,58 @@ def provision(dyn: DynamicClient, namespace: str, layout: dict[str, tuple[str, b
         if i == 0:
             labels["calibrator.dev/canary"] = "true"
         apply_all(dyn, cluster_objects(name, namespace, version, labels=labels, topology=topology))
+    if workloads:
+        apply_all(dyn, fleet_workloads(namespace, workloads, list(layout)))
+
+
+def fleet_workloads(namespace: str, count: int, clusters: list[str]) -> list[dict[str, Any]]:
+    """``count`` FleetWorkloads over the fleet, one division mode in four, each already running
+    on two clusters (names only: the first placement settles the replicas per cluster).
+
+    They make every step's re-placement real work: the run reports the replicas each step moved
+    and the PlacementDecision writes, so "a step moves only what it forces" is measured at scale.
+    The upgrading taint is NoSchedule and the target removes no API they use, so a step forces
+    no replica off its cluster: every replica a step moves is churn.
+    """
+    out: list[dict[str, Any]] = []
+    n = len(clusters)
+    for j in range(count):
+        mode = ("Duplicated", "Weighted", "Dynamic", "Aggregated")[j % 4]
+        scheduling: dict[str, Any] = {"type": mode}
+        placement: dict[str, Any] = {
+            "clusterAffinity": {"matchLabels": {"env": "scale"}},
+            "clusters": sorted({clusters[(j * 7) % n], clusters[(j * 13 + 1) % n]}),
+        }
+        replicas = 2
+        if mode == "Duplicated":
+            placement["clusterAffinity"] = {"matchLabels": {"env": "scale", "group": f"g{j % 3}"}}
+            placement["maxClusters"] = 2
+        elif mode == "Weighted":
+            scheduling["weights"] = [
+                {"matchLabels": {"group": "g0"}, "weight": 2},
+                {"matchLabels": {"group": "g1"}, "weight": 1},
+            ]
+            replicas = 6
+        elif mode == "Dynamic":
+            placement["maxClusters"] = 3
+            replicas = 5
+        else:
+            replicas = 4
+        placement["replicaScheduling"] = scheduling
+        out.append(
+            {
+                "apiVersion": "calibrator.dev/v1alpha1",
+                "kind": "FleetWorkload",
+                "metadata": {"name": f"w{j:05d}", "namespace": namespace},
+                "spec": {
+                    "apis": ["apps/v1/Deployment"],
+                    "replicas": replicas,
+                    "requests": {"cpu": "100m", "memory": "64Mi"},
+                    "placement": placement,
+                },
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------- observation
@@ -299,6 +357,10 @@ class Report:
     cluster_steps: int
     samples: int
     plane_mib: float
+    workloads: int = 0
+    replicas_moved: int = 0  # the whole run (the first placements settle the names-only start)
+    replicas_moved_by_steps: int = 0  # the placements after each step only
+    placement_writes: int = 0  # PATCH/APPLY/CREATE of PlacementDecisions and FleetWorkloads
 
     def markdown(self) -> str:
         child_events = sorted(c.events for c in self.children.values())
@@ -321,6 +383,12 @@ class Report:
             f"worker: {self.worker_cpu:.1f} CPU s, peak RSS {self.worker_peak_mib:.0f} MiB; "
             f"local plane RSS {self.plane_mib:.0f} MiB; {self.samples} fleet samples "
             f"(4 LISTs each, included below)",
+            "",
+            f"workloads: {self.workloads}; replicas moved {self.replicas_moved} in the run, "
+            f"{self.replicas_moved_by_steps} by the placements after steps (forced by the steps: "
+            f"0, the taint is NoSchedule and no API is removed); placement writes "
+            f"{self.placement_writes} ({self.placement_writes / max(self.cluster_steps, 1):.1f} "
+            f"per cluster-step)",
             "",
             "| verb | resource | requests | per cluster-step |",
             "|---|---|---:|---:|",
@@ -403,6 +471,7 @@ async def calibrate_fleet(
     concurrency: int,
     plane_pids: list[int],
     timeout: float,
+    workloads: int = 0,
 ) -> Report:
     """Calibrate the provisioned fleet to TARGET; check the invariants; measure."""
     mgmt = api_client(plane_kubeconfig)
@@ -482,12 +551,21 @@ async def calibrate_fleet(
             if n in sampler.started and n in sampler.finished
         }
         ideal = sum(max((rollout.get(n, 0.0) for n in w), default=0.0) for w in waves)
-        steps = 0
+        steps = moved_by_steps = 0
         for name in children:
             child = env.client.get_workflow_handle(
                 f"{handle.id}/{name}", result_type=ClusterProgress
             )
-            steps += len((await child.result()).steps)
+            done = await child.result()
+            steps += len(done.steps)
+            moved_by_steps += sum(s.replicas_moved for s in done.steps)
+        requests = after - before
+        writes = sum(
+            n
+            for (verb, resource), n in requests.items()
+            if resource in ("placementdecisions", "fleetworkloads")
+            and verb in ("PATCH", "APPLY", "CREATE", "UPDATE")
+        )
         return Report(
             clusters=len(layout),
             concurrency=concurrency,
@@ -500,10 +578,14 @@ async def calibrate_fleet(
             children=children,
             worker_cpu=worker_cpu,
             worker_peak_mib=worker_peak,
-            requests=after - before,
+            requests=requests,
             cluster_steps=steps,
             samples=sampler.samples,
             plane_mib=sum(proc_mib(p, "VmRSS") for p in plane_pids),
+            workloads=workloads,
+            replicas_moved=result.replicas_moved,
+            replicas_moved_by_steps=moved_by_steps,
+            placement_writes=writes,
         )
     finally:
         if worker is not None and worker.poll() is None:
@@ -521,9 +603,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=7200.0, help="calibration bound (s)")
+    parser.add_argument(
+        "--workloads", type=int, default=0, help="FleetWorkloads to place (0..100000)"
+    )
     args = parser.parse_args(argv)
     if not 2 <= args.clusters <= 999 or not 1 <= args.concurrency <= args.clusters:
         parser.error("--clusters must be 2..999 and --concurrency 1..clusters")
+    if not 0 <= args.workloads <= 100_000:
+        parser.error("--workloads must be 0..100000")
     layout = fleet_layout(args.clusters)
     with tempfile.TemporaryDirectory() as tmp:
         plane = LocalPlane(Path(tmp))
@@ -532,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             mgmt = api_client(plane.kubeconfig)
             dyn = dynamic(mgmt)
             namespace = "scale"
-            provision(dyn, namespace, layout)
+            provision(dyn, namespace, layout, args.workloads)
             created = wait_available(dyn, namespace, layout, CREATE_TIMEOUT)
             print(f"{args.clusters} clusters Available after {created:.0f}s", flush=True)
             pids = [c.pid for c in plane.status().components if c.pid]
@@ -540,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                 calibrate_fleet(
                     plane_kubeconfig=plane.kubeconfig, worker_kubeconfig=plane.kubeconfig,
                     namespace=namespace, layout=layout, concurrency=args.concurrency,
-                    plane_pids=pids, timeout=args.timeout,
+                    plane_pids=pids, timeout=args.timeout, workloads=args.workloads,
                 )
             )  # fmt: skip
             print(report.markdown())
