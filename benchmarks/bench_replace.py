@@ -11,9 +11,11 @@ upgrading taint (NoSchedule) goes on and placement runs with the cluster at the 
 (workloads whose APIs it removes move off first), the step runs (the cluster is at the target),
 placement runs again, the taint comes off, placement runs once more. Every placement is settled.
 
-The same calibration runs twice: with the current replicas per cluster recorded (stable
-re-placement) and with names only (every placement divides from scratch, as before the counts
-existed). Printed as markdown: replicas moved per run, and the minimum the steps forced: the
+The same calibration runs three times: with the current replicas per cluster and the policy
+generation they were decided under recorded (as the worker's FleetWorkload status has them), with
+the counts but no generations (a hand-written snapshot: a Weighted assignment off its weights is
+re-divided, since a changed weight cannot be ruled out), and with names only (every placement
+divides from scratch, as before the counts existed). Printed as markdown: replicas moved per run, and the minimum the steps forced: the
 replicas removed from clusters the workload can no longer use (the decision rejects them).
 """
 
@@ -50,9 +52,10 @@ class Tally:
 class Fleet:
     """A fleet mapping whose workloads' current placements follow the decisions."""
 
-    def __init__(self, mapping: dict[str, Any], counts: bool) -> None:
+    def __init__(self, mapping: dict[str, Any], counts: bool, observed: bool = False) -> None:
         self.mapping = copy.deepcopy(mapping)
         self.counts = counts
+        self.observed = observed
         self.clusters = {c["name"]: c for c in self.mapping["clusters"]}
         self.workloads = {
             f"{w.get('namespace', 'default')}/{w['name']}": w for w in self.mapping["workloads"]
@@ -111,6 +114,11 @@ class Fleet:
             placement = workload.setdefault("placement", {})
             if self.counts:
                 placement["clusters"] = [{"name": n, "replicas": r} for n, r in after.items()]
+                # No policy changes during a calibration: every decision is its own policy's,
+                # as the worker records it (status.observedGeneration = metadata.generation).
+                if self.observed:
+                    workload["generation"] = 1
+                    placement["observedGeneration"] = 1
             else:
                 placement["clusters"] = list(after)
 
@@ -136,9 +144,11 @@ def calibrate(fleet: Fleet, target: str) -> Iterator[str]:
         yield "untaint"
 
 
-def run(mapping: dict[str, Any], target: str, counts: bool) -> tuple[Tally, Tally]:
+def run(
+    mapping: dict[str, Any], target: str, counts: bool, observed: bool = False
+) -> tuple[Tally, Tally]:
     """(the first placement from the generated fleet, the calibration's placements)."""
-    fleet = Fleet(mapping, counts)
+    fleet = Fleet(mapping, counts, observed)
     first = Tally()
     fleet.place(first, allocate=False)
     tally = Tally()
@@ -161,8 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         "moved off usable clusters | placement CPU s |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for counts, label in ((True, "names + replicas (stable)"), (False, "names only (scratch)")):
-        _, tally = run(mapping, args.target, counts)
+    modes = (
+        (True, True, "names + replicas + observedGeneration (stable, as the worker runs)"),
+        (True, False, "names + replicas, no generations (stable; Weighted re-divides off-weight)"),
+        (False, False, "names only (scratch)"),
+    )
+    for counts, observed, label in modes:
+        _, tally = run(mapping, args.target, counts, observed)
         print(
             f"| {label} | {tally.placements} | {tally.moved:,} | {tally.forced:,} | "
             f"{tally.unforced:,} | {tally.seconds:.1f} |"

@@ -329,6 +329,9 @@ class PlacementPolicy:
     max_clusters: int | None = None
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     current_replicas: tuple[int, ...] | None = None
+    # The workload's ``generation`` the current counts were decided under (live: the
+    # FleetWorkload's status.observedGeneration); see ``Workload.policy_observed``.
+    observed_generation: int | None = None
 
     def current(self) -> dict[str, int] | None:
         """Replicas per current cluster, or None when the snapshot names the clusters only."""
@@ -347,6 +350,23 @@ class Workload:
     replicas: int = 1
     requests: Resources = Resources()
     placement: PlacementPolicy = PlacementPolicy()
+    # The version of this placement policy (live: the FleetWorkload's metadata.generation, which
+    # moves on every spec change); None when unknown, as in hand-written snapshots.
+    generation: int | None = None
+
+    @property
+    def policy_observed(self) -> bool:
+        """Whether the current counts were decided under this very policy.
+
+        Only then can a Weighted assignment that is off its weights be told apart from a changed
+        weight: it was held below a share by room that has freed up since, and nothing forces a
+        move. Unknown (no generations) counts as changed, the safe side: re-divide.
+        """
+        return (
+            self.generation is not None
+            and self.placement.current_replicas is not None
+            and self.placement.observed_generation == self.generation
+        )
 
     @property
     def key(self) -> str:
@@ -846,6 +866,7 @@ def _placement(raw: object, where: str) -> PlacementPolicy:
             "maxLatency",
             "maxClusters",
             "spreadConstraints",
+            "observedGeneration",
         },
         where,
     )
@@ -869,7 +890,15 @@ def _placement(raw: object, where: str) -> PlacementPolicy:
         max_clusters=max_clusters,
         spread_constraints=spread,
         current_replicas=current_replicas,
+        observed_generation=_generation(
+            data.get("observedGeneration"), f"{where}.observedGeneration"
+        ),
     )
+
+
+def _generation(raw: object, where: str) -> int | None:
+    """A Kubernetes ``metadata.generation``-style counter: a positive 64-bit integer, or absent."""
+    return None if raw is None else _int(raw, where, 1, 2**63 - 1)
 
 
 def _current(raw: object, where: str) -> tuple[tuple[str, ...], tuple[int, ...] | None]:
@@ -986,7 +1015,11 @@ def _apis(raw: object, where: str) -> tuple[ApiRef, ...]:
 
 def _workload(raw: object, where: str) -> Workload:
     data = _mapping(raw, where)
-    _check_fields(data, {"name", "namespace", "apis", "replicas", "requests", "placement"}, where)
+    _check_fields(
+        data,
+        {"name", "namespace", "apis", "replicas", "requests", "placement", "generation"},
+        where,
+    )
     namespace = data.get("namespace", "default")
     return Workload(
         name=_name(_required(data, "name", where), f"{where}.name"),
@@ -997,6 +1030,7 @@ def _workload(raw: object, where: str) -> Workload:
         if data.get("requests")
         else Resources(),
         placement=_placement(data.get("placement"), f"{where}.placement"),
+        generation=_generation(data.get("generation"), f"{where}.generation"),
     )
 
 
@@ -1181,6 +1215,8 @@ def _placement_to_json(policy: PlacementPolicy) -> dict[str, object]:
             }
             for c in policy.spread_constraints
         ]
+    if policy.observed_generation is not None:
+        out["observedGeneration"] = policy.observed_generation
     return out
 
 
@@ -1229,6 +1265,8 @@ def snapshot_to_mapping(snapshot: FleetSnapshot) -> dict[str, object]:
         if w.requests != Resources():
             entry["requests"] = w.requests.to_json()
         entry["placement"] = _placement_to_json(w.placement)
+        if w.generation is not None:
+            entry["generation"] = w.generation
         workloads.append(entry)
     return {
         "apiVersion": API_VERSION,

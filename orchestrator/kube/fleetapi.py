@@ -126,18 +126,25 @@ def workload_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
 
     The current placement is ``status.clusters`` once the calibrator has written a decision, with
     each cluster's replica count (``{name, replicas}``: re-placement scales from it), else
-    ``spec.placement.clusters`` (the initial placement the user declared: names only).
+    ``spec.placement.clusters`` (the initial placement the user declared: names only). The
+    spec's ``metadata.generation`` and the decision's ``status.observedGeneration`` come along:
+    equal, they say the counts were decided under the current policy (``policy_observed``).
     """
     meta = _meta(obj)
     spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
     entry: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
     entry.update({k: copy.deepcopy(spec[k]) for k in _SPEC_FIELDS if spec.get(k) is not None})
-    decided = (obj.get("status") or {}).get("clusters")
+    if meta.get("generation") is not None:
+        entry["generation"] = meta["generation"]
+    decided = status.get("clusters")
     if decided is not None:
         placement = dict(entry.get("placement") or {})
         placement["clusters"] = [
             {"name": c.get("name"), "replicas": c.get("replicas")} for c in decided
         ]
+        if status.get("observedGeneration") is not None:
+            placement["observedGeneration"] = status["observedGeneration"]
         entry["placement"] = placement
     return entry
 
@@ -163,9 +170,12 @@ def fleet_workload(workload: Workload) -> dict[str, Any]:
     """The FleetWorkload object of a domain workload (``placement.clusters`` as the initial one)."""
     dumped = snapshot_to_mapping(FleetSnapshot((), (), (workload,)))
     (entry,) = cast(list[dict[str, Any]], dumped["workloads"])
-    spec = {k: v for k, v in entry.items() if k not in ("name", "namespace")}
+    # generation and observedGeneration are the API server's and the status's, never the spec's.
+    spec = {k: v for k, v in entry.items() if k not in ("name", "namespace", "generation")}
     placement = spec.get("placement") or {}
-    spec["placement"] = {k: v for k, v in placement.items() if v not in ([], None)}
+    spec["placement"] = {
+        k: v for k, v in placement.items() if v not in ([], None) and k != "observedGeneration"
+    }
     return {
         "apiVersion": API_VERSION,
         "kind": FLEET_WORKLOAD[1],

@@ -90,7 +90,11 @@ def divide(
     counts = policy.current()
     held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
     allocation = (
-        _from_current(kind, replicas, scores, rooms, held=held, triples=triples) if held else None
+        _from_current(
+            kind, replicas, scores, rooms, held=held, triples=triples, observed=view.policy_observed
+        )
+        if held
+        else None
     )
     if allocation is not None and allocation.complete and constraints:
         kept = [(chosen[p], r) for p, r in allocation.replicas.items()]
@@ -125,6 +129,7 @@ def _from_current(
     *,
     held: dict[int, int],
     triples: Triples,
+    observed: bool,
 ) -> division.Allocation | None:
     """Division that scales the current assignment (None: nothing kept, divide from scratch)."""
     if kind == "Dynamic":
@@ -139,6 +144,7 @@ def _from_current(
         held,
         mins=[t[1] for t in triples],
         maxs=[t[2] for t in triples],
+        observed=observed,
     )
 
 

@@ -73,7 +73,9 @@ def without_current(workload: Workload) -> Workload:
         return workload
     return dataclasses.replace(
         workload,
-        placement=dataclasses.replace(workload.placement, clusters=(), current_replicas=None),
+        placement=dataclasses.replace(
+            workload.placement, clusters=(), current_replicas=None, observed_generation=None
+        ),
     )
 
 

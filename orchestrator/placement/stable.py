@@ -19,8 +19,11 @@ Karmada does for dynamic division, the current assignment is the starting point 
 Weighted division has one more rule, because its weights are a target shape and not only a way
 to split new replicas: a kept assignment that is not the Webster apportionment of its own total
 over the clusters it uses (within their room, ``maxReplicas`` and ``minReplicas``) no longer
-satisfies the policy - the weights or bounds changed, or room that held a cluster below its
-share freed up - and the workload is divided from scratch (docs/decisions.md).
+satisfies the policy - the weights or bounds changed - and the workload is divided from scratch
+(docs/decisions.md). When the assignment is known to have been decided under the current policy
+(``Workload.policy_observed``: live, the FleetWorkload's observedGeneration equals its
+generation), being off the weights can only mean that room held a cluster below its share when
+it was made; nothing forces a move then, and the assignment is kept.
 
 Every function here returns None when there is nothing to start from (no recorded counts, or
 no kept replica): the caller then divides from scratch, which is also the first placement.
@@ -138,19 +141,30 @@ def weighted(
     *,
     mins: Sequence[int],
     maxs: Sequence[int | None],
+    observed: bool = False,
 ) -> Allocation | None:
-    """Weighted division from the current assignment, when it still follows the weights."""
+    """Weighted division from the current assignment, when it still follows the weights.
+
+    ``observed``: the assignment was decided under this very policy (``policy_observed``), so
+    an assignment off its weights was held there by room, and no weight changed: it is kept.
+    """
     n = len(scores)
     caps: list[int | None] = [_min_opt(rooms[p], maxs[p]) for p in range(n)]
     kept = {p: r for p, r in _capped(held, caps).items() if weights[p] > 0 or mins[p] > 0}
-    if not kept or not webster_consistent(kept, weights, caps, mins):
+    if not kept or (not observed and not webster_consistent(kept, weights, caps, mins)):
         return None
-    if any(
-        low > kept.get(p, 0) and (caps[p] is None or (caps[p] or 0) > kept.get(p, 0))
+    below = {
+        p: min(low, low if caps[p] is None else (caps[p] or 0))
         for p, low in enumerate(mins)
-        if low > 0
-    ):
-        return None  # a cluster below its minimum (a new or raised minReplicas): from scratch
+        if low > kept.get(p, 0) and (caps[p] is None or (caps[p] or 0) > kept.get(p, 0))
+    }
+    if below:
+        if not observed:
+            return None  # a cluster below its minimum (a new or raised minReplicas): from scratch
+        # Same policy: a cluster with a minimum is usable again (back from its upgrade). Its
+        # floor is a constraint, so raise it; the scale-down below takes the difference from
+        # the clusters that hold replicas, by weight, and moves nothing else.
+        kept = {**kept, **below}
     total = sum(kept.values())
     if total == replicas:
         return Allocation(kept, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -78,3 +79,46 @@ def test_current_placement_round_trips(clusters: object) -> None:
     text = dump_snapshot(snapshot)
     assert load_snapshot(text) == snapshot
     assert ("replicas: 3" in text) == (snapshot.workloads[0].placement.current_replicas is not None)
+
+
+@pytest.mark.parametrize(
+    ("generation", "observed", "policy_observed"),
+    [
+        (None, None, False),  # hand-written: unknown, re-divide when off the weights
+        (3, None, False),  # never decided by the calibrator
+        (3, 2, False),  # the spec changed since the decision
+        (3, 3, True),
+        (None, 3, False),
+    ],
+)
+def test_generations_round_trip_and_say_whether_the_policy_decided_the_counts(
+    generation: int | None, observed: int | None, policy_observed: bool
+) -> None:
+    raw = _snapshot([{"name": "a", "replicas": 3}, {"name": "b", "replicas": 1}])
+    if generation is not None:
+        raw["workloads"][0]["generation"] = generation
+    if observed is not None:
+        raw["workloads"][0]["placement"]["observedGeneration"] = observed
+    snap = snapshot_from_mapping(raw)
+    (w,) = snap.workloads
+    assert (w.generation, w.placement.observed_generation) == (generation, observed)
+    assert w.policy_observed is policy_observed
+    assert load_snapshot(dump_snapshot(snap)) == snap
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("generation", True, "workloads[0].generation: must be an integer from 1"),
+        ("generation", 0, "workloads[0].generation: must be an integer from 1"),
+        ("generation", "3", "workloads[0].generation: must be an integer from 1"),
+        ("observedGeneration", -1, "placement.observedGeneration"),
+        ("observedGeneration", 2**63, "placement.observedGeneration"),
+    ],
+)
+def test_generations_are_positive_integers(where: str, value: object, message: str) -> None:
+    raw = _snapshot([{"name": "a", "replicas": 3}])
+    target = raw["workloads"][0] if where == "generation" else raw["workloads"][0]["placement"]
+    target[where] = value
+    with pytest.raises(SnapshotError, match=re.escape(message)):
+        snapshot_from_mapping(raw)

@@ -73,7 +73,7 @@ def test_object_fields_mirror_the_snapshot_entry() -> None:
         },
     }
     entry = fleetapi.workload_entry(obj)
-    assert entry == {"name": "api", "namespace": "shop", **obj["spec"]}  # type: ignore[dict-item]
+    assert entry == {"name": "api", "namespace": "shop", "generation": 2, **obj["spec"]}  # type: ignore[dict-item]
     (workload,) = _parse(EXAMPLE, [entry])
     assert [a.name for a in workload.placement.affinities] == ["eu", "any-prod"]
     assert workload.placement.replica_scheduling.weights[0].max_replicas == 3
@@ -105,6 +105,24 @@ def test_status_clusters_are_the_current_placement() -> None:
     assert "placement" not in fleetapi.workload_entry(
         {"metadata": {"name": "w", "namespace": "n"}, "spec": {}}
     )
+
+
+def test_generations_say_whether_the_counts_were_decided_under_the_current_spec() -> None:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": "shop", "generation": 3},
+        "spec": {"replicas": 4, "placement": {"replicaScheduling": {"type": "Weighted"}}},
+        "status": {"clusters": [{"name": "prod-eu-1", "replicas": 3}], "observedGeneration": 3},
+    }
+    entry = fleetapi.workload_entry(obj)
+    assert entry["generation"] == 3 and entry["placement"]["observedGeneration"] == 3
+    (workload,) = _parse(EXAMPLE, [entry])
+    assert workload.policy_observed
+    obj["metadata"]["generation"] = 4  # the spec changed after the decision
+    (changed,) = _parse(EXAMPLE, [fleetapi.workload_entry(obj)])
+    assert not changed.policy_observed
+    # Neither field is ever written back into a spec.
+    spec = fleetapi.fleet_workload(workload)["spec"]
+    assert "generation" not in spec and "observedGeneration" not in spec["placement"]
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,8 @@ def _fleet(
     tainted: tuple[str, ...] = (),
     max_clusters: int | None = None,
     cpu: dict[str, str] | None = None,
+    generation: int | None = None,
+    observed: int | None = None,
 ) -> dict[str, Any]:
     counts = current if isinstance(current, dict) else {}
     items = [
@@ -48,12 +50,16 @@ def _fleet(
         placement["replicaScheduling"] = division
     if max_clusters is not None:
         placement["maxClusters"] = max_clusters
-    workload = {
+    if observed is not None:
+        placement["observedGeneration"] = observed
+    workload: dict[str, Any] = {
         "name": "w",
         "replicas": replicas,
         "requests": {"cpu": "1", "memory": "1Mi"},
         "placement": placement,
     }
+    if generation is not None:
+        workload["generation"] = generation
     return {"clusters": items, "workloads": [workload]}
 
 
@@ -165,6 +171,39 @@ CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, int], dict[str,
         # 3:1 held under weights 1:1 is no Webster apportionment: the changed weights move one.
         "weighted follows changed weights",
         _fleet({"a": 3, "b": 1}, replicas=4, division=_weights(a=1, b=1), clusters=("a", "b")),
+        {"a": 2, "b": 2},
+        {"b": 1},
+        {"a": 1},
+        1,
+    ),
+    (
+        # The same 3:1 decided under this very policy (observedGeneration == generation): it
+        # was held off the weights by room that has freed up since. Nothing forces a move.
+        "weighted keeps an assignment its own policy decided",
+        _fleet(
+            {"a": 3, "b": 1},
+            replicas=4,
+            division=_weights(a=1, b=1),
+            clusters=("a", "b"),
+            generation=2,
+            observed=2,
+        ),
+        {"a": 3, "b": 1},
+        {},
+        {},
+        0,
+    ),
+    (
+        # Decided under generation 1, the policy is at 2 now: the weights changed, follow them.
+        "weighted follows weights changed since its decision",
+        _fleet(
+            {"a": 3, "b": 1},
+            replicas=4,
+            division=_weights(a=1, b=1),
+            clusters=("a", "b"),
+            generation=2,
+            observed=1,
+        ),
         {"a": 2, "b": 2},
         {"b": 1},
         {"a": 1},
@@ -318,3 +357,24 @@ def test_a_spread_keeps_an_assignment_only_while_it_spans_enough_groups(
     assert not decision.unschedulable
     assert decision.replicas == replicas
     assert decision.moved.replicas == moved
+
+
+def test_a_cluster_back_with_a_minimum_takes_its_floor_from_the_others_only() -> None:
+    # c has minReplicas 1 and runs none (it was NoExecute-tainted during its upgrade and is
+    # back). Same policy: its floor is a constraint, so it gets 1 replica, taken from a or b.
+    # Divided afresh, equal weights would also move a second replica (2/2/2).
+    division = {
+        "type": "Weighted",
+        "weights": [
+            {"cluster": "a", "weight": 1},
+            {"cluster": "b", "weight": 1},
+            {"cluster": "c", "weight": 1, "minReplicas": 1},
+        ],
+    }
+    same = _decide(
+        _fleet({"a": 3, "b": 3}, replicas=6, division=division, generation=4, observed=4)
+    )
+    assert same.replicas["c"] == 1 and sum(same.replicas.values()) == 6
+    assert same.moved.replicas == 1 and dict(same.moved.added) == {"c": 1}
+    unknown = _decide(_fleet({"a": 3, "b": 3}, replicas=6, division=division))
+    assert unknown.replicas == {"a": 2, "b": 2, "c": 2} and unknown.moved.replicas == 2
