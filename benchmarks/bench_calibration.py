@@ -517,7 +517,9 @@ async def calibrate_fleet(
                     # way. Counted and reported, not the end of the run.
                     query_failures.append(str(err))
                     if time.monotonic() - began > timeout:
-                        raise AssertionError(f"calibration not finished after {timeout:.0f}s")
+                        raise AssertionError(
+                            f"calibration not finished after {timeout:.0f}s"
+                        ) from None
                     continue
                 if progress.phase in STUCK:
                     raise AssertionError(
