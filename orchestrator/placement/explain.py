@@ -24,6 +24,7 @@ saw: ties and preferences become visible without re-running anything.
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -239,6 +240,8 @@ class Explainer:
             for p in scheduler.dynamic_filters
         ]
         self._low: dict[tuple[int, int], int] = {}
+        self._ledgers: list[list[tuple[int, int, int]]] | None = None
+        self._short_since: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._by_profile: dict[
             int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
         ] = {}
@@ -307,27 +310,53 @@ class Explainer:
     ) -> int:
         """The clusters of ``open_`` that ``plugin`` rejected for workload ``seq``, counted.
 
-        Only clusters below the needs at the end of the run can have been short before.
+        Free capacity only falls during a run, so a cluster short for workload ``seq`` stays
+        short for every later one: ``_short_since`` answers with one bisection per resource.
         """
-        cpu, mem = plugin.needs(view)
-        maybe = open_ & (self._below(0, cpu) | self._below(1, mem))
-        if not maybe:
-            return 0
-        then = self.context_at(seq)
-        fc, fm = then.free_cpu, then.free_mem
-        indices = bits(maybe)
-        short_cpu = mask_of([fc[i] < cpu for i in indices])
-        short_mem = mask_of([fm[i] < mem for i in indices])
         unfit = 0
-        for resource, short in enumerate((short_cpu, short_mem)):
-            if short:
-                # Positions in ``indices`` back to cluster bits.
-                m = 0
-                for p in bits(short):
-                    m |= 1 << indices[p]
+        for resource, need in enumerate(plugin.needs(view)):
+            if not open_ & self._below(resource, need):
+                continue
+            since, masks = self._short_since_of(resource, need)
+            m = masks[bisect.bisect_right(since, seq)] & open_
+            if m:
                 add(plugin.shortages[resource], m)
                 unfit |= m
         return unfit
+
+    def _short_since_of(self, resource: int, need: int) -> tuple[list[int], list[int]]:
+        """When each cluster short at the end of the run became short, and prefix masks.
+
+        ``since`` ascending: the first workload that saw the cluster with less than ``need``
+        of cpu (0) or memory (1) free; ``masks[k]``: the clusters of ``since[:k]``. So the
+        clusters short for workload ``seq`` are ``masks[bisect_right(since, seq)]``.
+        """
+        found = self._short_since.get((resource, need))
+        if found is not None:
+            return found
+        if self._ledgers is None:
+            self._ledgers = [[] for _ in self.scheduler.ctx.clusters]
+            for done, i, cpu, mem in self.scheduler.ctx.consumption():
+                self._ledgers[i].append((done, cpu, mem))
+        ctx = self.scheduler.ctx
+        end = ctx.free_cpu if resource == 0 else ctx.free_mem
+        firsts: list[tuple[int, int]] = []
+        for i in bits(self._below(resource, need)):
+            ledger = self._ledgers[i]
+            free = end[i] + sum(entry[1 + resource] for entry in ledger)
+            first = 0
+            for entry in ledger:
+                if free < need:
+                    break
+                free -= entry[1 + resource]
+                first = entry[0] + 1
+            firsts.append((first, i))
+        firsts.sort()
+        masks = [0]
+        for _, i in firsts:
+            masks.append(masks[-1] | 1 << i)
+        found = self._short_since[(resource, need)] = ([first for first, _ in firsts], masks)
+        return found
 
     def _profile_masks(
         self, view: Workload
