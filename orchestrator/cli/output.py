@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NoReturn
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -63,6 +62,8 @@ def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) 
     if fmt is Format.json:
         sys.stdout.write(dumps_json(doc))
     elif fmt is Format.yaml:
+        import yaml  # here: JSON and tables do not need it
+
         # libyaml's emitter when PyYAML has it: the pure-Python one takes seconds per megabyte.
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
