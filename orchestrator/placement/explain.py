@@ -240,7 +240,7 @@ class Explainer:
             for p in scheduler.dynamic_filters
         ]
         self._low: dict[tuple[int, int], int] = {}
-        self._ledgers: list[list[tuple[int, int, int]]] | None = None
+        self._ledgers: list[list[tuple[list[int], list[int]]]] | None = None
         self._short_since: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._by_profile: dict[
             int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
@@ -334,29 +334,42 @@ class Explainer:
         found = self._short_since.get((resource, need))
         if found is not None:
             return found
-        if self._ledgers is None:
-            self._ledgers = [[] for _ in self.scheduler.ctx.clusters]
-            for done, i, cpu, mem in self.scheduler.ctx.consumption():
-                self._ledgers[i].append((done, cpu, mem))
-        ctx = self.scheduler.ctx
-        end = ctx.free_cpu if resource == 0 else ctx.free_mem
+        falls = self._falls()[resource]
         firsts: list[tuple[int, int]] = []
         for i in bits(self._below(resource, need)):
-            ledger = self._ledgers[i]
-            free = end[i] + sum(entry[1 + resource] for entry in ledger)
-            first = 0
-            for entry in ledger:
-                if free < need:
-                    break
-                free -= entry[1 + resource]
-                first = entry[0] + 1
-            firsts.append((first, i))
+            dones, minus_free = falls[i]
+            k = bisect.bisect_right(minus_free, -need)  # the first free value below ``need``
+            firsts.append((dones[k - 1] + 1 if k else 0, i))
         firsts.sort()
         masks = [0]
         for _, i in firsts:
             masks.append(masks[-1] | 1 << i)
         found = self._short_since[(resource, need)] = ([first for first, _ in firsts], masks)
         return found
+
+    def _falls(self) -> list[list[tuple[list[int], list[int]]]]:
+        """Per resource and cluster: (workload of each consumption, minus the free capacity).
+
+        ``minus_free[0]`` is before the run, ``minus_free[k]`` after the k-th consumption: never
+        decreasing, so the first free value below a need is found by bisection.
+        """
+        if self._ledgers is None:
+            ctx = self.scheduler.ctx
+            ledgers: list[list[tuple[int, int, int]]] = [[] for _ in ctx.clusters]
+            for done, i, cpu, mem in ctx.consumption():
+                ledgers[i].append((done, cpu, mem))
+            self._ledgers = []
+            for resource, end in enumerate((ctx.free_cpu, ctx.free_mem)):
+                per_cluster = []
+                for i, ledger in enumerate(ledgers):
+                    free = end[i] + sum(entry[1 + resource] for entry in ledger)
+                    minus_free = [-free]
+                    for entry in ledger:
+                        free -= entry[1 + resource]
+                        minus_free.append(-free)
+                    per_cluster.append(([entry[0] for entry in ledger], minus_free))
+                self._ledgers.append(per_cluster)
+        return self._ledgers
 
     def _profile_masks(
         self, view: Workload
