@@ -62,6 +62,8 @@ class Attempt:
     view: Workload
     label: str
     failure: str = ""
+    # The view's profile as the scheduler found it (None: look it up again).
+    profile: Profile | None = None
 
 
 def explain(
@@ -91,7 +93,7 @@ def explain(
     chosen_names = {c.name for c in chosen}
     # Cache entries per attempt, looked up once rather than once per cluster (every view
     # explained was placed, so its profile holds them: found by identity, not by hashing).
-    terms = [s.explainer.term_entries(a.view) for a in attempts]
+    terms = [s.explainer.term_entries(a.view, a.profile) for a in attempts]
     plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
     out: dict[str, tuple[str, ...]] = {}
     clusters = s.ctx.clusters
@@ -152,6 +154,7 @@ class DecisionExplanation:
     __slots__ = (
         "_attempts",
         "_explainer",
+        "_profile",
         "_reasons",
         "_scores",
         "_summary",
@@ -167,8 +170,11 @@ class DecisionExplanation:
         workload: Workload,
         attempts: list[Attempt] | None,
         chosen: tuple[ClusterReplicas, ...],
+        *,
+        profile: Profile | None = None,
     ) -> None:
         self._explainer = explainer
+        self._profile = profile
         self.seq = seq
         self.workload = workload
         self._attempts = attempts
@@ -180,7 +186,9 @@ class DecisionExplanation:
     @property
     def attempts(self) -> list[Attempt]:
         """The terms tried, in order (one, named "", when the only term succeeded)."""
-        return self._attempts if self._attempts is not None else [Attempt(self.workload, "")]
+        if self._attempts is not None:
+            return self._attempts
+        return [Attempt(self.workload, "", profile=self._profile)]
 
     @property
     def reasons(self) -> Mapping[str, tuple[str, ...]]:
@@ -250,12 +258,13 @@ class Explainer:
         self._events: dict[int, list[tuple[int, int, int]]] = {}
         self._cursor = 0
 
-    def term_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+    def term_entries(
+        self, view: Workload, profile: Profile | None = None
+    ) -> list[tuple[FilterTable, Entry[FilterResult]]]:
         """The view's cache entry in each filter that depends on the affinity term."""
-        static, entries = (
-            self.scheduler.static_filters,
-            self.scheduler.profiles.profile(view).entries,
-        )
+        if profile is None:
+            profile = self.scheduler.profiles.profile(view)
+        static, entries = self.scheduler.static_filters, profile.entries
         return [(static[p], entries[p]) for p in self._term_pos]
 
     def plain_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
@@ -372,13 +381,14 @@ class Explainer:
         return self._ledgers
 
     def _profile_masks(
-        self, view: Workload
+        self, view: Workload, profile: Profile | None = None
     ) -> tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]:
         """The view's reason masks: (term filters', all they reject, other filters', ditto).
 
         Kept per profile, which the ~5 workloads with equal static keys share.
         """
-        profile = self.scheduler.profiles.profile(view)
+        if profile is None:
+            profile = self.scheduler.profiles.profile(view)
         found = self._by_profile.get(id(profile))
         if found is not None and found[0] is profile:
             return found[1]
@@ -476,7 +486,9 @@ class Explainer:
         still = eligible  # rejected by the term filters of every term so far
         for k, attempt in enumerate(attempts):
             label = f"affinity {attempt.label}: " if attempt.label else ""
-            terms, rejected, plain, plain_rejected = self._profile_masks(attempt.view)
+            terms, rejected, plain, plain_rejected = self._profile_masks(
+                attempt.view, attempt.profile
+            )
             for reason, m in terms:
                 add(label + reason, m & still)
             if k == 0:
