@@ -345,6 +345,9 @@ def _build(parser: Any, what: str) -> Any:
     alias_nodes = 0
     documents = 0
     result: Any = None
+    # Plain scalars resolve by their text alone, and their values are immutable: each distinct
+    # text is resolved once (a fleet repeats its labels, regions and numbers many times).
+    plain: dict[str, Any] = {}
     get_event = parser.get_event
     while True:
         event = get_event()
@@ -352,7 +355,12 @@ def _build(parser: Any, what: str) -> Any:
         size = 1
         kind = type(event)
         if kind is ev.ScalarEvent:
-            value = _scalar(event, what)
+            if event.tag is None and event.implicit[0]:
+                value = plain.get(event.value, _NO_KEY)
+                if value is _NO_KEY:
+                    value = plain[event.value] = _scalar(event, what)
+            else:
+                value = _scalar(event, what)
             anchor = event.anchor
             if anchor is not None:
                 anchors[anchor] = (value, 1)
