@@ -369,9 +369,10 @@ def write_snapshot(
 
 def main() -> None:
     """Console-script entry point."""
-    from orchestrator.cli.runtime import tune_gc
+    from orchestrator.cli.runtime import allow_quick_exit, tune_gc
 
     tune_gc()
+    allow_quick_exit()
     app()
 
 

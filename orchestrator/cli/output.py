@@ -97,6 +97,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def finish(partial: bool) -> None:
-    """End a command whose document is already printed: exit 1 when it left something out."""
+    """End a command whose document is already printed: exit 1 when it left something out.
+
+    In the ``calibrator`` process the exit is immediate (``runtime.quick_exit``).
+    """
+    from orchestrator.cli.runtime import quick_exit
+
+    quick_exit(EXIT_PARTIAL if partial else EXIT_OK)
     if partial:
         raise SystemExit(EXIT_PARTIAL)
