@@ -6,7 +6,6 @@ validator comes back as one stderr line (exit 2), like any other bad input.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -17,7 +16,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 
 from orchestrator.cli.live import kubeconfig_path
@@ -47,6 +45,8 @@ ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the w
 
 
 def _run(coro: Awaitable[T]) -> T:
+    import asyncio  # here: commands without Temporal do not pay for it
+
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
@@ -356,6 +356,10 @@ async def follow(
     AwaitingDecisions): the clusters stay tainted and the workflow keeps waiting for
     ``calibrator skip/abort`` or a retry.
     """
+    import asyncio
+
+    from rich.live import Live
+
     from workflows import client as wc
 
     handle = client.get_workflow_handle(calibration_id)

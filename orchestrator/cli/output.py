@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NoReturn
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -63,6 +62,8 @@ def emit(doc: dict[str, object], fmt: Format, table: Callable[[Console], None]) 
     if fmt is Format.json:
         sys.stdout.write(dumps_json(doc))
     elif fmt is Format.yaml:
+        import yaml  # here: JSON and tables do not need it
+
         # libyaml's emitter when PyYAML has it: the pure-Python one takes seconds per megabyte.
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
@@ -96,6 +97,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def finish(partial: bool) -> None:
-    """End a command whose document is already printed: exit 1 when it left something out."""
+    """End a command whose document is already printed: exit 1 when it left something out.
+
+    In the ``calibrator`` process the exit is immediate (``runtime.quick_exit``).
+    """
+    from orchestrator.cli.runtime import quick_exit
+
+    quick_exit(EXIT_PARTIAL if partial else EXIT_OK)
     if partial:
         raise SystemExit(EXIT_PARTIAL)

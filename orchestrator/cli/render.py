@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.output import new_table
-from orchestrator.domain.drift import DriftReport
-from orchestrator.domain.durations import format_duration
-from orchestrator.domain.snapshot import FleetSnapshot
-from orchestrator.planning import CalibrationPlan
+
+if TYPE_CHECKING:  # annotations only: ``place`` need not import planning and drift
+    from orchestrator.domain.drift import DriftReport
+    from orchestrator.domain.snapshot import FleetSnapshot
+    from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
     "current": "green",
@@ -175,6 +176,8 @@ def plan_table(
             con.print(f"[red]blocked[/] {p.cluster}: {reason}")
     for i, wave in enumerate(plan.rollout.waves(), start=1):
         con.print(f"wave {i}: {', '.join(wave)}")
+    from orchestrator.domain.durations import format_duration
+
     for s in plan.rollout.stages:
         gate = ", approval before start" if s.approval else ""
         con.print(

@@ -7,7 +7,6 @@ Thin wrappers over ``workflows.schedules``. Everything that can be checked witho
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +39,8 @@ def _call(
     call: Callable[[Any], Awaitable[Any]],
 ) -> Any:
     """Connect, run one ``workflows.schedules`` call; refusals are one line (exit 2)."""
+    import asyncio  # here: commands without Temporal do not pay for it
+
     from orchestrator.domain.errors import InputError
     from workflows.client import ControlError
 

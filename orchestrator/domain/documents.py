@@ -177,13 +177,28 @@ def _json_constant(name: str) -> float:
     raise DocumentError(f"{name} is not a number a document may contain")
 
 
+# Every byte that is not a digit becomes a space: a run of more than MAX_INT_DIGITS digits then
+# shows as a run of zeros (one C pass over the text, then a substring search).
+_DIGITS_AS_ZEROS: Final = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_DIGIT_RUN: Final = b"0" * (MAX_INT_DIGITS + 1)
+
+
+def _has_long_digit_run(text: str) -> bool:
+    """Whether some run of digits (in a number or a string) is longer than MAX_INT_DIGITS."""
+    return _LONG_DIGIT_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS)
+
+
 def _load_json(text: str, what: str) -> tuple[bool, Any]:
-    """(True, value) for a JSON document; (False, None) when it is not JSON (try YAML)."""
+    """(True, value) for a JSON document; (False, None) when it is not JSON (try YAML).
+
+    Integers are checked by ``_json_int`` only when the text has a digit run long enough to
+    break the limit: a Python call per integer was half of the parse of a 1k x 10k snapshot.
+    """
     try:
         value = json.loads(
             text,
             object_pairs_hook=_json_pairs,
-            parse_int=_json_int,
+            parse_int=_json_int if _has_long_digit_run(text) else None,
             parse_float=_json_float,
             parse_constant=_json_constant,
         )
@@ -330,6 +345,9 @@ def _build(parser: Any, what: str) -> Any:
     alias_nodes = 0
     documents = 0
     result: Any = None
+    # Plain scalars resolve by their text alone, and their values are immutable: each distinct
+    # text is resolved once (a fleet repeats its labels, regions and numbers many times).
+    plain: dict[str, Any] = {}
     get_event = parser.get_event
     while True:
         event = get_event()
@@ -337,7 +355,12 @@ def _build(parser: Any, what: str) -> Any:
         size = 1
         kind = type(event)
         if kind is ev.ScalarEvent:
-            value = _scalar(event, what)
+            if event.tag is None and event.implicit[0]:
+                value = plain.get(event.value, _NO_KEY)
+                if value is _NO_KEY:
+                    value = plain[event.value] = _scalar(event, what)
+            else:
+                value = _scalar(event, what)
             anchor = event.anchor
             if anchor is not None:
                 anchors[anchor] = (value, 1)

@@ -24,6 +24,7 @@ saw: ties and preferences become visible without re-running anything.
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -61,6 +62,8 @@ class Attempt:
     view: Workload
     label: str
     failure: str = ""
+    # The view's profile as the scheduler found it (None: look it up again).
+    profile: Profile | None = None
 
 
 def explain(
@@ -90,7 +93,7 @@ def explain(
     chosen_names = {c.name for c in chosen}
     # Cache entries per attempt, looked up once rather than once per cluster (every view
     # explained was placed, so its profile holds them: found by identity, not by hashing).
-    terms = [s.explainer.term_entries(a.view) for a in attempts]
+    terms = [s.explainer.term_entries(a.view, a.profile) for a in attempts]
     plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
     out: dict[str, tuple[str, ...]] = {}
     clusters = s.ctx.clusters
@@ -151,6 +154,7 @@ class DecisionExplanation:
     __slots__ = (
         "_attempts",
         "_explainer",
+        "_profile",
         "_reasons",
         "_scores",
         "_summary",
@@ -166,8 +170,11 @@ class DecisionExplanation:
         workload: Workload,
         attempts: list[Attempt] | None,
         chosen: tuple[ClusterReplicas, ...],
+        *,
+        profile: Profile | None = None,
     ) -> None:
         self._explainer = explainer
+        self._profile = profile
         self.seq = seq
         self.workload = workload
         self._attempts = attempts
@@ -179,7 +186,9 @@ class DecisionExplanation:
     @property
     def attempts(self) -> list[Attempt]:
         """The terms tried, in order (one, named "", when the only term succeeded)."""
-        return self._attempts if self._attempts is not None else [Attempt(self.workload, "")]
+        if self._attempts is not None:
+            return self._attempts
+        return [Attempt(self.workload, "", profile=self._profile)]
 
     @property
     def reasons(self) -> Mapping[str, tuple[str, ...]]:
@@ -239,6 +248,8 @@ class Explainer:
             for p in scheduler.dynamic_filters
         ]
         self._low: dict[tuple[int, int], int] = {}
+        self._ledgers: list[list[tuple[list[int], list[int]]]] | None = None
+        self._short_since: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._by_profile: dict[
             int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
         ] = {}
@@ -247,12 +258,13 @@ class Explainer:
         self._events: dict[int, list[tuple[int, int, int]]] = {}
         self._cursor = 0
 
-    def term_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+    def term_entries(
+        self, view: Workload, profile: Profile | None = None
+    ) -> list[tuple[FilterTable, Entry[FilterResult]]]:
         """The view's cache entry in each filter that depends on the affinity term."""
-        static, entries = (
-            self.scheduler.static_filters,
-            self.scheduler.profiles.profile(view).entries,
-        )
+        if profile is None:
+            profile = self.scheduler.profiles.profile(view)
+        static, entries = self.scheduler.static_filters, profile.entries
         return [(static[p], entries[p]) for p in self._term_pos]
 
     def plain_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
@@ -307,36 +319,76 @@ class Explainer:
     ) -> int:
         """The clusters of ``open_`` that ``plugin`` rejected for workload ``seq``, counted.
 
-        Only clusters below the needs at the end of the run can have been short before.
+        Free capacity only falls during a run, so a cluster short for workload ``seq`` stays
+        short for every later one: ``_short_since`` answers with one bisection per resource.
         """
-        cpu, mem = plugin.needs(view)
-        maybe = open_ & (self._below(0, cpu) | self._below(1, mem))
-        if not maybe:
-            return 0
-        then = self.context_at(seq)
-        fc, fm = then.free_cpu, then.free_mem
-        indices = bits(maybe)
-        short_cpu = mask_of([fc[i] < cpu for i in indices])
-        short_mem = mask_of([fm[i] < mem for i in indices])
         unfit = 0
-        for resource, short in enumerate((short_cpu, short_mem)):
-            if short:
-                # Positions in ``indices`` back to cluster bits.
-                m = 0
-                for p in bits(short):
-                    m |= 1 << indices[p]
+        for resource, need in enumerate(plugin.needs(view)):
+            if not open_ & self._below(resource, need):
+                continue
+            since, masks = self._short_since_of(resource, need)
+            m = masks[bisect.bisect_right(since, seq)] & open_
+            if m:
                 add(plugin.shortages[resource], m)
                 unfit |= m
         return unfit
 
+    def _short_since_of(self, resource: int, need: int) -> tuple[list[int], list[int]]:
+        """When each cluster short at the end of the run became short, and prefix masks.
+
+        ``since`` ascending: the first workload that saw the cluster with less than ``need``
+        of cpu (0) or memory (1) free; ``masks[k]``: the clusters of ``since[:k]``. So the
+        clusters short for workload ``seq`` are ``masks[bisect_right(since, seq)]``.
+        """
+        found = self._short_since.get((resource, need))
+        if found is not None:
+            return found
+        falls = self._falls()[resource]
+        firsts: list[tuple[int, int]] = []
+        for i in bits(self._below(resource, need)):
+            dones, minus_free = falls[i]
+            k = bisect.bisect_right(minus_free, -need)  # the first free value below ``need``
+            firsts.append((dones[k - 1] + 1 if k else 0, i))
+        firsts.sort()
+        masks = [0]
+        for _, i in firsts:
+            masks.append(masks[-1] | 1 << i)
+        found = self._short_since[(resource, need)] = ([first for first, _ in firsts], masks)
+        return found
+
+    def _falls(self) -> list[list[tuple[list[int], list[int]]]]:
+        """Per resource and cluster: (workload of each consumption, minus the free capacity).
+
+        ``minus_free[0]`` is before the run, ``minus_free[k]`` after the k-th consumption: never
+        decreasing, so the first free value below a need is found by bisection.
+        """
+        if self._ledgers is None:
+            ctx = self.scheduler.ctx
+            ledgers: list[list[tuple[int, int, int]]] = [[] for _ in ctx.clusters]
+            for done, i, cpu, mem in ctx.consumption():
+                ledgers[i].append((done, cpu, mem))
+            self._ledgers = []
+            for resource, end in enumerate((ctx.free_cpu, ctx.free_mem)):
+                per_cluster = []
+                for i, ledger in enumerate(ledgers):
+                    free = end[i] + sum(entry[1 + resource] for entry in ledger)
+                    minus_free = [-free]
+                    for entry in ledger:
+                        free -= entry[1 + resource]
+                        minus_free.append(-free)
+                    per_cluster.append(([entry[0] for entry in ledger], minus_free))
+                self._ledgers.append(per_cluster)
+        return self._ledgers
+
     def _profile_masks(
-        self, view: Workload
+        self, view: Workload, profile: Profile | None = None
     ) -> tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]:
         """The view's reason masks: (term filters', all they reject, other filters', ditto).
 
         Kept per profile, which the ~5 workloads with equal static keys share.
         """
-        profile = self.scheduler.profiles.profile(view)
+        if profile is None:
+            profile = self.scheduler.profiles.profile(view)
         found = self._by_profile.get(id(profile))
         if found is not None and found[0] is profile:
             return found[1]
@@ -434,7 +486,9 @@ class Explainer:
         still = eligible  # rejected by the term filters of every term so far
         for k, attempt in enumerate(attempts):
             label = f"affinity {attempt.label}: " if attempt.label else ""
-            terms, rejected, plain, plain_rejected = self._profile_masks(attempt.view)
+            terms, rejected, plain, plain_rejected = self._profile_masks(
+                attempt.view, attempt.profile
+            )
             for reason, m in terms:
                 add(label + reason, m & still)
             if k == 0:

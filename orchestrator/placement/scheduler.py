@@ -82,6 +82,7 @@ class Scheduler:
         self.names = [c.name for c in ctx.clusters]  # by index, sorted (``stable`` bisects it)
         self.excluded = excluded
         self.note = ""  # the last attempt's division note (see ``_attempt``)
+        self.profile: Profile | None = None  # the last attempt's (its explanation reuses it)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
         filters = registry.filters
         scorers = self.scorers = registry.scorers
@@ -209,14 +210,16 @@ class Scheduler:
             # One term (the common case): no views, and no attempt list unless it fails.
             assignment, failure = self._attempt(workload, current)
             if failure:
-                return self._decision(seq, workload, [Attempt(workload, "", failure)], ())
-            return self._decision(seq, workload, None, self._place(seq, workload, assignment))
+                attempt = Attempt(workload, "", failure, self.profile)
+                return self._decision(seq, workload, [attempt], ())
+            chosen = self._place(seq, workload, assignment)
+            return self._decision(seq, workload, None, chosen, profile=self.profile)
         attempts: list[Attempt] = []
         singles = self.profiles.single_terms(terms)
         for t in range(len(terms)):
             view = term_view(workload, singles[t])
             assignment, failure = self._attempt(view, current)
-            attempts.append(Attempt(view, term_label(terms, t), failure))
+            attempts.append(Attempt(view, term_label(terms, t), failure, self.profile))
             if not failure:
                 return self._decision(seq, workload, attempts, self._place(seq, view, assignment))
         return self._decision(seq, workload, attempts, ())
@@ -224,7 +227,7 @@ class Scheduler:
     def _attempt(self, view: Workload, current: list[int]) -> tuple[list[tuple[int, int]], str]:
         """One affinity term: (cluster index, replicas) pairs, or why it failed."""
         self.note = ""
-        profile = self.profiles.profile(view)
+        profile = self.profile = self.profiles.profile(view)
         candidates, members = self.static_candidates(profile, view, current)
         if not candidates:
             return [], "no feasible cluster"
@@ -256,6 +259,8 @@ class Scheduler:
         workload: Workload,
         attempts: list[Attempt] | None,
         chosen: tuple[ClusterReplicas, ...],
+        *,
+        profile: Profile | None = None,
     ) -> WorkloadDecision:
         """``attempts`` None: the single term succeeded (cheaper to keep; see ``explain``)."""
         placed = attempts is None or not attempts[-1].failure
@@ -268,7 +273,9 @@ class Scheduler:
             workload=workload.key,
             clusters=chosen,
             unschedulable=not placed,
-            explanation=DecisionExplanation(self.explainer, seq, workload, attempts, chosen),
+            explanation=DecisionExplanation(
+                self.explainer, seq, workload, attempts, chosen, profile=profile
+            ),
             evicted=evicted,
             affinity=attempts[-1].label or None if placed and attempts is not None else None,
             division_note=self.note if placed else "",

@@ -283,6 +283,26 @@ def test_console_script_errors_have_no_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [["place", "-o", "json"], ["plan", "-t", "v1.35.0", "-o", "json"], ["drift", "-o", "yaml"]],
+)
+def test_console_script_writes_the_whole_document_and_status(args: list[str]) -> None:
+    """The console script ends one-shot commands with ``os._exit``: output flushed, same status."""
+    expected = runner.invoke(app, [args[0], "-s", FLEET, *args[1:]])
+    script = "from orchestrator.cli.main import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, args[0], "-s", FLEET, *args[1:]],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == expected.exit_code, proc.stderr
+    assert proc.stdout == expected.stdout
+    assert proc.stdout.endswith("\n")
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["calibrate", "-t", "banana"], "invalid Kubernetes version 'banana'"),

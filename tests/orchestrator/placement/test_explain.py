@@ -64,6 +64,8 @@ def test_summary_counts_the_reasons(fleet: FleetSnapshot, order: str) -> None:
     summaries = {d.workload: d.summary for d in decisions}
     assert len(summaries) == len(decisions)
     _check(result, len(fleet.clusters))
+    # The fleet fills clusters up, so the capacity replay (shortages by bisection) is exercised.
+    assert any(r.startswith("insufficient") for s in summaries.values() for r, _ in s.rejected)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
