@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -523,6 +524,37 @@ class LocalPlane:
         tls = self._tls()
         wait_until(name, lambda: healthy(record.health_url, tls), timeout, record)
         return self._component_status(record, tls)
+
+    def apiserver_watches(self, timeout: float = 10.0) -> dict[str, int]:
+        """Open WATCH requests on kube-apiserver per ``group/resource`` (its /metrics gauge).
+
+        A restarted API server is healthy long before its clients are back: each informer of the
+        four managers re-lists and re-watches after a client-go backoff that grows up to 30 s
+        (with jitter) during an outage. A controller acting on a stale cache meanwhile can do
+        damage (KCP v1.13.4 creates a Machine, does not see it in its cache within 10 s, and
+        deletes the Machine's KubeadmConfig and DevMachine, leaving a Machine that never becomes
+        ready). Comparing this before an outage and after the restart tells when every watch
+        is back.
+        """
+        records, _ = self._load()
+        api = next((r for r in records if r.name == "kube-apiserver"), None)
+        if api is None:
+            raise PlaneError("no kube-apiserver recorded")
+        url = api.health_url.removesuffix("/readyz") + "/metrics"
+        request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+        with urllib.request.urlopen(request, timeout=timeout, context=self._tls().context()) as r:
+            text = r.read().decode()
+        watches: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_longrunning_requests{") or 'verb="WATCH"' not in line:
+                continue
+            labels, _, value = line.rpartition(" ")
+            fields = dict(
+                item.split("=", 1) for item in labels[labels.index("{") + 1 : -1].split(",")
+            )
+            key = f"{fields.get('group', '').strip(chr(34))}/{fields.get('resource', '').strip(chr(34))}"
+            watches[key] = watches.get(key, 0) + int(float(value))
+        return watches
 
     @staticmethod
     def _component_status(record: ProcessRecord, tls: TLSClient) -> ComponentStatus:
