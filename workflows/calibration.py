@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,12 +189,26 @@ def describe_failure(err: BaseException) -> str:
         cause = cause.cause
     if isinstance(cause, ActivityTimeoutError):
         kind = cause.type.name.lower().replace("_", "-") if cause.type is not None else "activity"
-        return f"timed out ({kind} timeout)"
+        return f"timed out ({kind} timeout)" + _last_seen(cause.last_heartbeat_details)
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}" if cause.type else cause.message
     if isinstance(cause, FailureError):
         return cause.message
     return str(cause)
+
+
+def _last_seen(details: Sequence[Any]) -> str:
+    """What a timed-out wait saw last (its ``WaitProgress`` heartbeat), for the operator.
+
+    "timed out" alone does not say why a rollout is stuck; the last poll does (e.g. "1/2
+    Machines at v1.34.0"). The details arrive as plain JSON (no type hint on a failure).
+    """
+    last = details[-1] if details else None
+    message = last.get("message") if isinstance(last, dict) else None
+    if not message:
+        return ""
+    text = str(message)
+    return f"; last seen: {text if len(text) <= 300 else text[:299] + '…'}"
 
 
 # Members per ``wave`` activity call: a wave of any size enters history in bounded slices.

@@ -104,19 +104,27 @@ def moved_cell(cluster: dict[str, Any]) -> str:
     return f"{total} (steps {'/'.join(map(str, steps))})"
 
 
+# States whose message is the reason an operator must read (a failed step, why a cluster was
+# left tainted): they get the room of a blocked cluster's reasons, not a progress line's.
+_EXPLAINED_STATES = frozenset({"WaitingForDecision", "Failed", "Skipped", "Aborted"})
+
+
 def row_message(cluster: dict[str, Any]) -> str:
-    """The Message cell: what the cluster does now; for a cluster the plan blocked, why.
+    """The Message cell: what the cluster does now; for a blocked or failed cluster, why.
 
     A blocked cluster never runs, so it has no progress message; its plan reasons (skew, a
-    missing minor, a workload that cannot move) are what the operator needs to see, so they get
-    more room than a progress message.
+    missing minor, a workload that cannot move) are what the operator needs to see. A cluster
+    waiting for a decision (or that gave up) has one message: the failed step and its cause
+    ("step 1/2 (...): timed out (...); last seen: ..."), whose cause comes last. Both get more
+    room than a progress message, so the reason is not cut off.
     """
     message = str(cluster.get("message") or "")
     reasons = [str(r) for r in cluster.get("reasons") or ()]
-    if str(cluster.get("state", "")) == "Blocked" and reasons:
+    state = str(cluster.get("state", ""))
+    if state == "Blocked" and reasons:
         text = "blocked: " + "; ".join(reasons) + (f" ({message})" if message else "")
         return _clip(text, 200)
-    return _clip(message, 80)
+    return _clip(message, 200 if state in _EXPLAINED_STATES else 80)
 
 
 def _clip(text: str, width: int) -> str:

@@ -13,14 +13,17 @@ ports and data, so a crash of any component is repaired by running ``up`` again.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -444,15 +447,7 @@ class LocalPlane:
             # Kubernetes provider gives up after 32 s) then fail on a healthy plane, so the
             # plane is ready only once both formats they ask for are built.
             progress("building the API server's OpenAPI document")
-            for accept in ("application/json", OPENAPI_V2_PROTOBUF):
-                wait_until(
-                    f"kube-apiserver OpenAPI ({accept})",
-                    functools.partial(
-                        healthy, f"{api_url}/openapi/v2", tls, OPENAPI_WAIT_SECONDS, accept
-                    ),
-                    left(),
-                    apiserver,
-                )
+            _wait_openapi(api_url, tls, left(), apiserver)
         except BaseException:
             for r in reversed(records):
                 if alive(r.pid):
@@ -466,6 +461,106 @@ class LocalPlane:
         save_records(self.state_file, records, extra)
         progress(f"ready in {time.monotonic() - began:.1f}s; kubeconfig: {self.kubeconfig}")
         return self.status()
+
+    # ------------------------------------------------------------------ fault drills
+    # Reliability tests (docs/reliability/stuck-and-outage.md) take one component away and bring
+    # it back without touching the rest: the other processes keep their pids and connections, as
+    # they would when one pod of a real management cluster dies or hangs.
+
+    def _record(self, name: str) -> tuple[list[ProcessRecord], dict[str, Any], ProcessRecord]:
+        records, extra = self._load()
+        for r in records:
+            if r.name == name:
+                return records, extra, r
+        known = ", ".join(r.name for r in records) or "none"
+        raise PlaneError(f"no component {name!r} in {self.state_file} (components: {known})")
+
+    def stop_component(self, name: str, timeout: float = 20.0) -> None:
+        """Stop one component by pid (SIGTERM, then SIGKILL), keeping its record.
+
+        ``status`` reports it down meanwhile; ``start_component`` brings it back on the same
+        port with the same arguments, and ``up`` would repair the whole plane.
+        """
+        _, _, record = self._record(name)
+        stop(record, timeout)
+
+    def start_component(self, name: str, timeout: float = 180.0) -> ComponentStatus:
+        """Start a stopped component again from its record and wait until it is healthy.
+
+        Same argv (so the same port, certificates and data), the manager's environment, the same
+        log; the new pid replaces the old one in ``state.json`` so ``down`` and the watchdog
+        still stop exactly what runs. After a kube-apiserver restart it also waits for the
+        OpenAPI document, as ``up`` does (clients read it with short limits).
+        """
+        records, extra, record = self._record(name)
+        if alive(record.pid):
+            raise PlaneError(f"{name} is still running (pid {record.pid}); stop it first")
+        env = next((dict(m.env) for m in MANAGERS if m.name == name), None)
+        fresh = start(name, record.argv, Path(record.log), record.health_url, env)
+        save_records(self.state_file, [fresh if r is record else r for r in records], extra)
+        tls = self._tls()
+        deadline = time.monotonic() + timeout
+        wait_until(name, lambda: healthy(fresh.health_url, tls), timeout, fresh)
+        if name == "kube-apiserver":
+            api_url = fresh.health_url.removesuffix("/readyz")
+            _wait_openapi(api_url, tls, max(5.0, deadline - time.monotonic()), fresh)
+        return self._component_status(fresh, tls)
+
+    def pause_component(self, name: str) -> None:
+        """Freeze one component (SIGSTOP to its process group), like a hung process.
+
+        It keeps its sockets but answers nothing; ``resume_component`` continues it.
+        """
+        _, _, record = self._record(name)
+        if not alive(record.pid):
+            raise PlaneError(f"{name} is not running")
+        os.killpg(record.pid, signal.SIGSTOP)
+
+    def resume_component(self, name: str, timeout: float = 60.0) -> ComponentStatus:
+        """Continue a paused component (SIGCONT) and wait until it answers its health check."""
+        _, _, record = self._record(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(record.pid, signal.SIGCONT)
+        tls = self._tls()
+        wait_until(name, lambda: healthy(record.health_url, tls), timeout, record)
+        return self._component_status(record, tls)
+
+    def apiserver_watches(self, timeout: float = 10.0) -> dict[str, int]:
+        """Open WATCH requests on kube-apiserver per ``group/resource`` (its /metrics gauge).
+
+        A restarted API server is healthy long before its clients are back: each informer of the
+        four managers re-lists and re-watches after a client-go backoff that grows up to 30 s
+        (with jitter) during an outage. A controller acting on a stale cache meanwhile can do
+        damage (KCP v1.13.4 creates a Machine, does not see it in its cache within 10 s, and
+        deletes the Machine's KubeadmConfig and DevMachine, leaving a Machine that never becomes
+        ready). Comparing this before an outage and after the restart tells when every watch
+        is back.
+        """
+        records, _ = self._load()
+        api = next((r for r in records if r.name == "kube-apiserver"), None)
+        if api is None:
+            raise PlaneError("no kube-apiserver recorded")
+        url = api.health_url.removesuffix("/readyz") + "/metrics"
+        request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+        with urllib.request.urlopen(request, timeout=timeout, context=self._tls().context()) as r:
+            text = r.read().decode()
+        watches: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_longrunning_requests{") or 'verb="WATCH"' not in line:
+                continue
+            labels, _, value = line.rpartition(" ")
+            fields = dict(
+                item.split("=", 1) for item in labels[labels.index("{") + 1 : -1].split(",")
+            )
+            key = f"{fields.get('group', '').strip(chr(34))}/{fields.get('resource', '').strip(chr(34))}"
+            watches[key] = watches.get(key, 0) + int(float(value))
+        return watches
+
+    @staticmethod
+    def _component_status(record: ProcessRecord, tls: TLSClient) -> ComponentStatus:
+        running = alive(record.pid)
+        ok = running and healthy(record.health_url, tls)
+        return ComponentStatus(record.name, record.pid, running, ok, record.health_url, record.log)
 
     # ------------------------------------------------------------------ helpers
     def _install_api(self, timeout: float = 60.0) -> None:
@@ -633,6 +728,23 @@ class LocalPlane:
             start_new_session=True,
         )
         return proc.pid
+
+
+def _wait_openapi(api_url: str, tls: TLSClient, timeout: float, apiserver: ProcessRecord) -> None:
+    """Until kube-apiserver has built its OpenAPI v2 document in both formats clients ask for.
+
+    It builds them lazily, once per format, on the first request after a start or a CRD change;
+    with every CAPI CRD installed that takes tens of seconds on a busy machine, longer than some
+    clients wait (Pulumi's Kubernetes provider gives up after 32 s).
+    """
+    deadline = time.monotonic() + timeout
+    for accept in ("application/json", OPENAPI_V2_PROTOBUF):
+        wait_until(
+            f"kube-apiserver OpenAPI ({accept})",
+            functools.partial(healthy, f"{api_url}/openapi/v2", tls, OPENAPI_WAIT_SECONDS, accept),
+            max(5.0, deadline - time.monotonic()),
+            apiserver,
+        )
 
 
 def _listening(port: int) -> bool:

@@ -41,6 +41,8 @@ def test_step_timeout_leaves_the_cluster_tainted_and_waiting_then_retry_succeeds
         stuck = halted.cluster("a-stuck")
         assert stuck.steps[0].state == StepState.FAILED
         assert "timed out" in stuck.steps[0].message and "timed out" in stuck.message
+        # The reason says what the wait saw last, not only that it timed out.
+        assert "; last seen: control plane rolling out v1.33.5" in stuck.message, stuck.message
         assert stuck.tainted and stuck.touched
         assert fleet.has_upgrading_taint("a-stuck")  # never untainted mid-upgrade
         assert fleet.events_of("a-stuck")[-1].kind == "patch"

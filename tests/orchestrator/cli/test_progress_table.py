@@ -56,6 +56,19 @@ def test_long_messages_are_clipped() -> None:
     assert len(row_message(blocked)) == 200 and row_message(blocked).endswith("…")
 
 
+def test_a_cluster_waiting_for_a_decision_shows_its_reason() -> None:
+    """The cause comes after the step's label; a progress line's 80 characters would cut it."""
+    reason = (
+        "step 1/2 (control plane v1.33.0 -> v1.34.0): timed out (schedule-to-close timeout); "
+        "last seen: control plane rolling out v1.34.0: 0/1 Machines up to date"
+    )
+    for state in ("WaitingForDecision", "Skipped", "Failed", "Aborted"):
+        row = {"name": "x", "state": state, "message": reason}
+        assert row_message(row) == reason
+    waiting = {"name": "x", "state": "WaitingForDecision", "message": "m" * 300}
+    assert len(row_message(waiting)) == 200
+
+
 def test_replicas_moved_per_cluster_step_and_run() -> None:
     steps = (
         StepProgress(0, "s0", "cp", replicas_moved=0),
