@@ -99,7 +99,7 @@ def unknown_fields(hint: type, value: object, where: str) -> str | None:
     """The first unknown field at any dataclass level of ``value``, as ``where.path``; or None."""
     if not isinstance(value, Mapping):
         return None  # value_to_type names the wrong type
-    fields = {f.name: f for f in dataclasses.fields(hint)}  # type: ignore[arg-type]
+    fields = {f.name for f in dataclasses.fields(hint)}
     extra = sorted(str(k) for k in value if k not in fields)
     if extra:
         return f"{where}: unknown field(s) {', '.join(quote(k) for k in extra[:5])}"
@@ -147,7 +147,7 @@ def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
             continue
         try:
             value_to_type(nested[0], raw)
-        except Exception as err:
+        except Exception as err:  # any conversion error is the answer
             inner = _nested_reason(nested[0], raw) if isinstance(raw, Mapping) else None
             return f"{name}: {inner or _reasons(err)}"
     return None

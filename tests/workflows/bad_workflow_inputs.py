@@ -400,7 +400,7 @@ async def _waiting_calibration(client: Client, task_queue: str) -> WorkflowHandl
         try:
             if (await status(client, handle.id)).phase == Phase.AWAITING_APPROVAL:
                 return handle
-        except Exception:
+        except Exception:  # the first workflow task has not run yet: no query answer
             pass
         await asyncio.sleep(0.05)
     raise AssertionError("the calibration never reached its approval gate")
