@@ -10,7 +10,8 @@ Rules (docs/api.md "Live inventory"):
 * **Clusters** being deleted are not part of the fleet. A cluster whose control plane object
   does not exist yet is *pending* (being created); one whose objects are malformed, or whose
   control plane is not a KubeadmControlPlane, is *skipped*. Both come back by name with the
-  reason, never dropped silently.
+  reason, never dropped silently. So does a cluster whose entry breaks a snapshot rule
+  (``fleet_snapshot``): one bad cluster never fails the whole fleet's read.
 * **Declared versions**: a managed topology declares its control plane in
   ``Cluster.spec.topology.version`` and its pools follow it unless deferred
   (``capi.pool_declared``); other clusters declare ``KubeadmControlPlane.spec.version`` and
