@@ -381,6 +381,11 @@ def _topology_workers(value: object) -> dict[str, Any]:
     return obj
 
 
+def _without_version(obj: dict[str, Any]) -> dict[str, Any]:
+    del obj["spec"]["template"]["spec"]["version"]
+    return obj
+
+
 def _spec(name: str, value: object) -> dict[str, Any]:
     obj = cluster(name)
     obj["spec"] = value
@@ -402,6 +407,12 @@ MALFORMED: list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], str]
         kcp("md-version"),
         [md("md-version-md", "md-version", "one.two")],
         "MachineDeployment md-version-md: invalid Kubernetes version 'one.two'",
+    ),
+    (
+        cluster("md-no-version", version=None),  # CAPI's webhook allows an MD without one
+        kcp("md-no-version"),
+        [_without_version(md("md-no-version-md", "md-no-version"))],
+        "MachineDeployment md-no-version-md declares no Kubernetes version",
     ),
     (
         cluster("taints-json", annotations={"calibrator.dev/taints": "[{not json"}),
