@@ -513,6 +513,8 @@ class CalibrationActivities:
             return await self._backend.observe(cluster)
         except NotFoundError as err:
             raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+        except InputError as err:  # a malformed object: retrying reads the same nonsense
+            _invalid(str(err))
 
     # ---------------------------------------------------------------- the stored plan
 
@@ -790,10 +792,10 @@ class CalibrationActivities:
 
     async def _replace_once(self, input: ReplaceInput) -> ReplaceResult | PlacementWrite:
         """One read-place-write round; a PlacementWrite with conflicts means "read again"."""
-        inv = await self._backend.inventory()
-        snapshot = inv.snapshot
         name = input.cluster.name
         try:
+            inv = await self._backend.inventory()  # InputError: a FleetWorkload is invalid
+            snapshot = inv.snapshot
             current = snapshot.cluster(name)
             if input.upcoming_version:
                 upcoming = KubeVersion.parse(input.upcoming_version)
@@ -980,8 +982,8 @@ class CalibrationActivities:
     @activity.defn(name="check_compat")
     async def check_compat(self, input: CheckInput) -> CheckResult:
         """Workloads still placed on the cluster that use an API the version no longer serves."""
-        inv = await self._backend.inventory((input.cluster.name,))
         try:
+            inv = await self._backend.inventory((input.cluster.name,))
             cluster = inv.snapshot.cluster(input.cluster.name)
             version = KubeVersion.parse(input.version)
         except InputError as err:

@@ -79,6 +79,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.domain.errors import InputError
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
     TAINTS_ANNOTATION,
@@ -91,7 +92,7 @@ from orchestrator.domain.taints import (
     without_taint,
 )
 from orchestrator.domain.versions import KubeVersion, VersionError
-from orchestrator.kube import capi, fleetapi, inventory, workload
+from orchestrator.kube import capi, fleetapi, fleetmap, inventory, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from orchestrator.kube.client import (
     FIELD_MANAGER,
@@ -326,18 +327,44 @@ class KubeFleetBackend:
 
     def _observe(self, ref: ClusterRef) -> ClusterObservation:
         ns, cluster = self._cluster(ref)
-        name = ref.name
-        topo = capi.topology(cluster)
         kcp = self._get(capi.KUBEADM_CONTROL_PLANE, ns, self._kcp_name(cluster))
-        selector = f"{capi.CLUSTER_NAME_LABEL}={name}"
+        selector = f"{capi.CLUSTER_NAME_LABEL}={ref.name}"
         mds = self._list(capi.MACHINE_DEPLOYMENT, ns, selector)
         machines = self._list(capi.MACHINE, ns, selector)
-        nodes = self._nodes(ns, name)
+        nodes = self._nodes(ns, ref.name)
+        try:
+            return self._observation(
+                ClusterRef(ref.name, ns), cluster, kcp, mds=mds, machines=machines, nodes=nodes
+            )
+        except fleetmap.MALFORMED as err:
+            # An object edited into nonsense mid-run (a version that does not parse, replicas
+            # that are not a number, a foreign taints annotation that is not JSON) is not
+            # retried: the step fails with this reason, the cluster stays tainted and waits
+            # for an operator's decision. Nothing is written.
+            reason = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
+            raise InputError(
+                fleetmap.short(f"cluster {ns}/{ref.name}: malformed object: {reason}")
+            ) from None
 
+    def _observation(
+        self,
+        ref: ClusterRef,
+        cluster: Mapping[str, Any],
+        kcp: Mapping[str, Any],
+        *,
+        mds: Sequence[Mapping[str, Any]],
+        machines: Sequence[Mapping[str, Any]],
+        nodes: Mapping[str, dict[str, Any]] | None,
+    ) -> ClusterObservation:
+        """What the fetched objects say (pure; a malformed one raises, see ``_observe``)."""
+        name, ns = ref.name, ref.namespace
+        topo = capi.topology(cluster)
         kcp_spec = kcp.get("spec") or {}
         kcp_status = kcp.get("status") or {}
-        cp_declared = str(topo["version"]) if topo else str(kcp_spec.get("version"))
-        cp_replicas = int(kcp_spec.get("replicas", 1))
+        cp_declared = fleetmap.checked_version(
+            topo["version"] if topo else kcp_spec.get("version"), "the control plane"
+        )
+        cp_replicas = fleetmap.checked_replicas(kcp_spec.get("replicas", 1), "the control plane")
         cp_machines = [m for m in machines if CONTROL_PLANE_LABEL in (_meta(m).get("labels") or {})]
         m_ok, cp_versions, m_problems = self._machines_state(
             cp_machines, cp_declared, cp_replicas, nodes
@@ -360,9 +387,13 @@ class KubeFleetBackend:
         pools: list[ComponentObservation] = []
         for md in sorted(mds, key=lambda o: str(_meta(o).get("name"))):
             md_name = str(_meta(md)["name"])
-            declared = capi.pool_declared(cluster, md)
+            declared = fleetmap.checked_version(
+                capi.pool_declared(cluster, md), f"MachineDeployment {md_name}"
+            )
             actual = capi.md_version(md)
-            replicas = int((md.get("spec") or {}).get("replicas", 1))
+            replicas = fleetmap.checked_replicas(
+                (md.get("spec") or {}).get("replicas", 1), f"MachineDeployment {md_name}"
+            )
             mine = [
                 m
                 for m in machines
@@ -418,7 +449,9 @@ class KubeFleetBackend:
         except fleetapi.ApiMissingError as err:
             raise NotFoundError(str(err)) from None
         except InventoryError as err:
-            raise BackendError(str(err)) from None
+            # The objects cannot form a fleet (an invalid FleetWorkload, a cluster name in two
+            # namespaces): an operator must fix them, so no retry - the activity fails at once.
+            raise InputError(str(err)) from None
         snapshot, namespaces, skipped = read.snapshot, dict(read.namespaces), dict(read.skipped)
         if names:
             unknown = [n for n in names if n not in namespaces]

@@ -18,6 +18,7 @@ from workflows.activities import CalibrationActivities
 from workflows.backend import FleetBackend
 from workflows.calibration import ClusterUpgrade, FleetCalibration
 from workflows.continuous import ContinuousCalibration
+from workflows.payloads import strict_client
 
 WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade, ContinuousCalibration)
 
@@ -32,10 +33,12 @@ def build_worker(
     """A worker for every workflow and activity, bound to ``backend``.
 
     ``options`` go to ``temporalio.worker.Worker`` (e.g. ``max_concurrent_activities``).
+    The worker decodes what clients send strictly (``workflows.payloads``): a malformed input
+    fails its run at once with one InvalidInput error instead of failing workflow tasks forever.
     """
     activities = CalibrationActivities(backend)
     return Worker(
-        client,
+        strict_client(client),
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
         activities=activities.all(),

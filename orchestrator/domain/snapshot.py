@@ -1034,6 +1034,11 @@ def _workload(raw: object, where: str) -> Workload:
     )
 
 
+def cluster_from_mapping(raw: object, where: str) -> Cluster:
+    """One ``clusters[]`` entry validated alone (the live inventory skips a bad one by name)."""
+    return _cluster(raw, where)
+
+
 def snapshot_from_mapping(raw: object) -> FleetSnapshot:
     """Validate and build a snapshot from parsed YAML/JSON; raises SnapshotError on any defect."""
     data = _mapping(raw, "snapshot")

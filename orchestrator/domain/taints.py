@@ -32,6 +32,8 @@ Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 EFFECTS: tuple[Effect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 TAINTS_ANNOTATION = "calibrator.dev/taints"
+MAX_TAINTS_ANNOTATION = 65_536
+"""Longest taints annotation read (a few hundred taints; Kubernetes allows 256 KiB of annotations)."""
 SCHEDULABLE_LABEL = "calibrator.dev/schedulable"
 UPGRADING_TAINT_KEY = "calibrator.dev/upgrading"
 
@@ -223,10 +225,17 @@ def decode_taints(text: str | None, where: str = TAINTS_ANNOTATION) -> tuple[Tai
     """Parse the annotation; a malformed one is an InputError naming the object."""
     if not text:
         return ()
+    if not isinstance(text, str) or len(text) > MAX_TAINTS_ANNOTATION:
+        raise InputError(
+            f"{where}: taints annotation is not a JSON list of at most "
+            f"{MAX_TAINTS_ANNOTATION:,} characters"
+        )
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"{where}: taints annotation is not JSON: {err.msg}") from err
+    except RecursionError:  # a foreign annotation of 100,000 nested brackets
+        raise InputError(f"{where}: taints annotation nests too deep") from None
     if not isinstance(raw, list):
         raise InputError(f"{where}: taints annotation must be a JSON list")
     return tuple(taint_from_mapping(item, f"{where}[{i}]") for i, item in enumerate(raw))

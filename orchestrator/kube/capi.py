@@ -38,8 +38,9 @@ def topology(cluster: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def md_version(md: Mapping[str, Any]) -> str:
-    """The version a MachineDeployment's own template declares."""
-    return str((((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version"))
+    """The version a MachineDeployment's own template declares ("" when it declares none)."""
+    version = (((md.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version")
+    return "" if version is None else str(version)
 
 
 def md_topologies(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,8 @@ Rules (docs/api.md "Live inventory"):
 * **Clusters** being deleted are not part of the fleet. A cluster whose control plane object
   does not exist yet is *pending* (being created); one whose objects are malformed, or whose
   control plane is not a KubeadmControlPlane, is *skipped*. Both come back by name with the
-  reason, never dropped silently.
+  reason, never dropped silently. So does a cluster whose entry breaks a snapshot rule
+  (``fleet_snapshot``): one bad cluster never fails the whole fleet's read.
 * **Declared versions**: a managed topology declares its control plane in
   ``Cluster.spec.topology.version`` and its pools follow it unless deferred
   (``capi.pool_declared``); other clusters declare ``KubeadmControlPlane.spec.version`` and
@@ -33,9 +34,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.location import cluster_location
 from orchestrator.domain.snapshot import (
@@ -43,6 +45,7 @@ from orchestrator.domain.snapshot import (
     KIND,
     FleetSnapshot,
     WorkloadClusterStatus,
+    cluster_from_mapping,
     snapshot_from_mapping,
 )
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
@@ -51,6 +54,11 @@ from orchestrator.kube import capi, fleetapi
 
 CAPI_LABEL_PREFIXES = ("cluster.x-k8s.io/", "topology.cluster.x-k8s.io/")
 REASON_LIMIT = 200
+# What a malformed object raises while it is read: a snapshot rule it breaks (InputError), or,
+# for objects a schema-less server would store, a wrong type where CAPI's schema has a mapping
+# (AttributeError, TypeError), a missing key (KeyError) or a bad value (ValueError). Each is one
+# cluster's problem, never the fleet's.
+MALFORMED = (InputError, TypeError, ValueError, AttributeError, KeyError)
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -113,6 +121,13 @@ def checked_version(version: object, what: str) -> str:
     return version
 
 
+def checked_replicas(replicas: object, what: str) -> int:
+    """``replicas`` if it is an integer (the snapshot rules bound it); InputError otherwise."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise InputError(f"{what}: replicas is not an integer: {quote(replicas)}")
+    return replicas
+
+
 # ------------------------------------------------------------------------------------ clusters
 
 
@@ -129,7 +144,7 @@ def control_plane_entry(cluster: Mapping[str, Any], kcp: Mapping[str, Any]) -> d
     version = topo["version"] if topo else spec.get("version")
     return {
         "version": checked_version(version, "the control plane"),
-        "replicas": int(spec.get("replicas", 1)),
+        "replicas": checked_replicas(spec.get("replicas", 1), "the control plane"),
     }
 
 
@@ -141,7 +156,9 @@ def pool_entries(
     for md in sorted(mds, key=lambda o: str(capi.meta(o).get("name"))):
         name = str(capi.meta(md)["name"])
         version = checked_version(capi.pool_declared(cluster, md), f"MachineDeployment {name}")
-        replicas = int((md.get("spec") or {}).get("replicas", 1))
+        replicas = checked_replicas(
+            (md.get("spec") or {}).get("replicas", 1), f"MachineDeployment {name}"
+        )
         pools.append({"name": name, "version": version, "replicas": replicas})
     return pools
 
@@ -222,15 +239,19 @@ def available_versions(
     classes: Sequence[Mapping[str, Any]], clusters: Sequence[Mapping[str, Any]]
 ) -> tuple[str, ...]:
     """``kubernetesVersions`` of the ClusterClasses the managed topologies use, parseable, sorted."""
-    used = {
-        (key(c)[0], str((topo.get("classRef") or {}).get("name")))
-        for c in clusters
-        if (topo := capi.topology(c))
-    }
+    used: set[Key] = set()
+    for c in clusters:
+        try:
+            if topo := capi.topology(c):
+                used.add((key(c)[0], str((topo.get("classRef") or {}).get("name"))))
+        except MALFORMED:  # map_clusters skips this cluster with the reason
+            continue
     versions: set[str] = set()
     for cc in classes:
-        if key(cc) in used:
-            versions.update(str(v) for v in (cc.get("spec") or {}).get("kubernetesVersions") or [])
+        spec = cc.get("spec")
+        listed = spec.get("kubernetesVersions") if isinstance(spec, Mapping) else None
+        if key(cc) in used and isinstance(listed, list):
+            versions.update(str(v) for v in listed)
     parseable = []
     for version in versions:
         try:
@@ -239,6 +260,13 @@ def available_versions(
             continue
         parseable.append(version)
     return tuple(sorted(parseable, key=KubeVersion.parse))
+
+
+def _reason(err: Exception) -> str:
+    """The skip reason: our own errors say what to fix; Python's get the type for context."""
+    if isinstance(err, InputError):
+        return str(err)
+    return f"malformed object ({type(err).__name__}: {err})"
 
 
 def map_clusters(objects: FleetObjects) -> FleetMap:
@@ -258,15 +286,15 @@ def map_clusters(objects: FleetObjects) -> FleetMap:
                 "fleet needs unique cluster names (read one namespace)"
             )
         seen[name] = namespace
-        kcp, left_out, reason = _control_plane(cluster, kcps)
-        if kcp is None:
-            (skipped if left_out == "skipped" else pending)[name] = reason
-            continue
         try:
+            kcp, left_out, reason = _control_plane(cluster, kcps)
+            if kcp is None:
+                (skipped if left_out == "skipped" else pending)[name] = reason
+                continue
             entry = cluster_entry(cluster, kcp, pools.get((namespace, name), []))
-        except (InputError, TypeError, ValueError) as err:
+        except MALFORMED as err:
             # A malformed object is one cluster's problem, not the fleet's: skip it, say why.
-            skipped[name] = short(str(err))
+            skipped[name] = short(_reason(err))
             continue
         mapped.append(MappedCluster(name, namespace, entry))
     return FleetMap(tuple(mapped), available_versions(objects.classes, live), skipped, pending)
@@ -326,6 +354,52 @@ def snapshot_document(
         "clusters": clusters,
         "workloads": list(workloads),
     }
+
+
+def without_invalid(fleet: FleetMap) -> FleetMap:
+    """``fleet`` without the clusters whose entries break a snapshot rule, each skipped by name.
+
+    The rules are the snapshot parser's own (replicas from 1 to 1,000,000, label and zone
+    syntax, ...), applied to one entry at a time so one bad cluster names itself.
+    """
+    kept: list[MappedCluster] = []
+    skipped = dict(fleet.skipped)
+    for c in fleet.clusters:
+        try:
+            cluster_from_mapping(c.entry, f"Cluster {c.namespace}/{c.name}")
+        except InputError as err:
+            skipped[c.name] = short(str(err))
+            continue
+        kept.append(c)
+    return replace(fleet, clusters=tuple(kept), skipped=skipped)
+
+
+def fleet_snapshot(
+    fleet: FleetMap,
+    fleet_workloads: Sequence[Mapping[str, Any]],
+    observed: Mapping[str, WorkloadClusterStatus] | None = None,
+) -> tuple[FleetSnapshot, FleetMap]:
+    """The validated snapshot of ``fleet`` and its workloads, and the fleet it was built from.
+
+    A cluster entry that breaks a snapshot rule leaves out that cluster (skipped, with the
+    reason), never the whole fleet. The entries are checked one by one only when the whole
+    snapshot fails on a cluster: the common, valid fleet is parsed once (at 10,000 clusters the
+    per-entry pass costs about half a second). A bad FleetWorkload still fails the read, named:
+    planning without it could upgrade a cluster under a workload whose APIs go away.
+    """
+
+    def build(f: FleetMap) -> FleetSnapshot:
+        names = {c.name for c in f.clusters}
+        workloads = workload_entries(fleet_workloads, names)
+        return build_snapshot(snapshot_document(f, workloads, observed))
+
+    try:
+        return build(fleet), fleet
+    except InventoryError as err:
+        if not str(err).startswith("clusters["):
+            raise
+    checked = without_invalid(fleet)
+    return build(checked), checked
 
 
 def build_snapshot(document: Mapping[str, Any]) -> FleetSnapshot:

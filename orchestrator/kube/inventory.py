@@ -28,10 +28,8 @@ from orchestrator.kube.fleetmap import (
     FleetMap,
     FleetObjects,
     InventoryError,
-    build_snapshot,
+    fleet_snapshot,
     map_clusters,
-    snapshot_document,
-    workload_entries,
 )
 
 PROBE_CONCURRENCY = 16
@@ -123,11 +121,10 @@ def read_fleet(
         dyn, namespace, require_workloads=require_workloads, page_size=page_size
     )
     fleet = map_clusters(objects)
-    names = {c.name for c in fleet.clusters}
     observed = probe_all(fleet, probe, concurrency) if probe is not None else None
-    document = snapshot_document(fleet, workload_entries(objects.fleet_workloads, names), observed)
+    snapshot, fleet = fleet_snapshot(fleet, objects.fleet_workloads, observed)
     return FleetRead(
-        snapshot=build_snapshot(document),
+        snapshot=snapshot,
         namespaces={c.name: c.namespace for c in fleet.clusters},
         skipped=fleet.skipped,
         pending=fleet.pending,

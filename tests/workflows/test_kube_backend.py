@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.domain.errors import InputError
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
@@ -376,10 +377,10 @@ def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
-    with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
+    with pytest.raises(InputError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
         asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     fw["spec"]["apis"] = ["not-an-api"]
-    with pytest.raises(BackendError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
+    with pytest.raises(InputError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
         asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
 
 
@@ -550,3 +551,61 @@ def test_with_a_tracer_each_call_is_a_span_over_its_http_requests(
     assert request.attributes["http.response.status_code"] == 200
     assert request.attributes["url.template"] == "/api/v1/nodes"
     assert request.attributes["server.address"] == "127.0.0.1"
+
+
+def _kcp_replicas(dyn: FakeDyn) -> None:
+    dyn.objects["KubeadmControlPlane"][(NS, "c1-cp")]["spec"]["replicas"] = "three"
+
+
+def _kcp_version_gone(dyn: FakeDyn) -> None:
+    del dyn.objects["KubeadmControlPlane"][(NS, "c1-cp")]["spec"]["version"]
+
+
+def _md_version(dyn: FakeDyn) -> None:
+    dyn.objects["MachineDeployment"][(NS, "c1-md-0")]["spec"]["template"]["spec"]["version"] = (
+        "v1.33.banana"
+    )
+
+
+def _taints_json(dyn: FakeDyn) -> None:
+    meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
+    meta["annotations"] = {"calibrator.dev/taints": "[{not json"}
+
+
+def _md_replicas(dyn: FakeDyn) -> None:
+    dyn.objects["MachineDeployment"][(NS, "c1-md-0")]["spec"]["replicas"] = None
+
+
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        (_kcp_replicas, "the control plane: replicas is not an integer: 'three'"),
+        (_kcp_version_gone, "the control plane declares no Kubernetes version"),
+        (_md_version, "MachineDeployment c1-md-0: invalid Kubernetes version 'v1.33.banana'"),
+        (_taints_json, "taints annotation is not JSON"),
+        (_md_replicas, "MachineDeployment c1-md-0: replicas is not an integer: None"),
+    ],
+    ids=["kcp-replicas", "kcp-no-version", "md-version", "taints-json", "md-replicas"],
+)
+def test_a_malformed_object_fails_observe_with_one_clear_reason_and_no_write(
+    break_it: Any, message: str
+) -> None:
+    """Edited into nonsense mid-run: one InputError naming the cluster (the activity does not
+    retry it; the step waits for a decision with this reason). Nothing is written."""
+    dyn = _fleet(topology=False)
+    break_it(dyn)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    with pytest.raises(InputError) as err:
+        asyncio.run(backend.observe(REF))
+    text = str(err.value)
+    assert text.startswith(f"cluster {NS}/c1: malformed object: ") and message in text, text
+    assert "\n" not in text and len(text) <= 200
+    assert dyn.patches == [] and dyn.writes == []
+
+
+def test_a_malformed_cluster_is_left_out_of_the_inventory_with_its_reason() -> None:
+    dyn = _fleet(topology=False)
+    _md_version(dyn)
+    inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
+    assert inv.snapshot.clusters == ()
+    assert "invalid Kubernetes version 'v1.33.banana'" in inv.skipped["c1"]

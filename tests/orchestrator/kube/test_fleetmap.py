@@ -19,6 +19,7 @@ from orchestrator.kube.fleetmap import (
     FleetObjects,
     InventoryError,
     build_snapshot,
+    fleet_snapshot,
     map_clusters,
     snapshot_document,
     workload_entries,
@@ -372,3 +373,160 @@ def test_observed_status_is_added_to_each_probed_cluster_only() -> None:
 def test_an_empty_fleet_is_a_valid_snapshot() -> None:
     snapshot = build_snapshot(snapshot_document(FleetMap(), []))
     assert snapshot.clusters == () and snapshot.available_versions == ()
+
+
+def _topology_workers(value: object) -> dict[str, Any]:
+    obj = cluster("workers-string")
+    obj["spec"]["topology"]["workers"] = value
+    return obj
+
+
+def _without_version(obj: dict[str, Any]) -> dict[str, Any]:
+    del obj["spec"]["template"]["spec"]["version"]
+    return obj
+
+
+def _spec(name: str, value: object) -> dict[str, Any]:
+    obj = cluster(name)
+    obj["spec"] = value
+    return obj
+
+
+# (cluster, its KubeadmControlPlane, its MachineDeployments, substring of the skip reason).
+# The first three are issue 11's; the rest are what a foreign controller, a typo in `kubectl
+# edit` or a schema-less test server could leave behind.
+MALFORMED: list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], str]] = [
+    (
+        cluster("no-version", version=None),
+        kcp("no-version", None),
+        [],
+        "the control plane declares no Kubernetes version",
+    ),
+    (
+        cluster("md-version"),
+        kcp("md-version"),
+        [md("md-version-md", "md-version", "one.two")],
+        "MachineDeployment md-version-md: invalid Kubernetes version 'one.two'",
+    ),
+    (
+        cluster("md-no-version", version=None),  # CAPI's webhook allows an MD without one
+        kcp("md-no-version"),
+        [_without_version(md("md-no-version-md", "md-no-version"))],
+        "MachineDeployment md-no-version-md declares no Kubernetes version",
+    ),
+    (
+        cluster("taints-json", annotations={"calibrator.dev/taints": "[{not json"}),
+        kcp("taints-json"),
+        [],
+        "taints annotation is not JSON",
+    ),
+    (
+        cluster("taints-object", annotations={"calibrator.dev/taints": '{"key": "x"}'}),
+        kcp("taints-object"),
+        [],
+        "taints annotation must be a JSON list",
+    ),
+    (
+        cluster("taints-deep", annotations={"calibrator.dev/taints": "[" * 30_000 + "]" * 30_000}),
+        kcp("taints-deep"),
+        [],
+        "taints annotation nests too deep",
+    ),
+    (
+        cluster("taints-huge", annotations={"calibrator.dev/taints": "[" + " " * 70_000 + "]"}),
+        kcp("taints-huge"),
+        [],
+        "at most 65,536 characters",
+    ),
+    (
+        cluster(
+            "taint-effect",
+            annotations={"calibrator.dev/taints": '[{"key": "a", "effect": "Explode"}]'},
+        ),
+        kcp("taint-effect"),
+        [],
+        "invalid taint effect 'Explode'",
+    ),
+    (
+        cluster("kcp-replicas-text", version=None),
+        kcp("kcp-replicas-text", replicas="three"),  # type: ignore[arg-type]
+        [],
+        "the control plane: replicas is not an integer: 'three'",
+    ),
+    (
+        cluster("kcp-replicas-negative"),
+        kcp("kcp-replicas-negative", replicas=-1),
+        [],
+        "controlPlane.replicas: must be an integer from 1",
+    ),
+    (
+        cluster("kcp-replicas-huge"),
+        kcp("kcp-replicas-huge", replicas=10**12),
+        [],
+        "controlPlane.replicas: must be an integer from 1",
+    ),
+    (
+        cluster("md-replicas-negative"),
+        kcp("md-replicas-negative"),
+        [md("md-neg", "md-replicas-negative", replicas=-3)],
+        "machineDeployments[0].replicas: must be an integer from 0",
+    ),
+    (
+        cluster("zone-label", labels={"topology.kubernetes.io/zone": "z" * 300}),
+        kcp("zone-label"),
+        [],
+        "label value longer than 253 characters",
+    ),
+    (
+        cluster("kcp-version-4k", version=None),
+        kcp("kcp-version-4k", "v" + "1" * 4096),
+        [],
+        "the control plane: invalid Kubernetes version",
+    ),
+    (
+        _topology_workers("nope"),
+        kcp("workers-string"),
+        [md("workers-md", "workers-string", topology_name="w")],
+        "malformed object (AttributeError",
+    ),
+    (_spec("spec-list", ["x"]), kcp("spec-list"), [], "malformed object (AttributeError"),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "control_plane", "pools", "reason"),
+    MALFORMED,
+    ids=[capi.meta(c[0])["name"] for c in MALFORMED],
+)
+def test_a_malformed_cluster_is_skipped_with_its_reason_and_the_fleet_still_reads(
+    obj: dict[str, Any], control_plane: dict[str, Any], pools: list[dict[str, Any]], reason: str
+) -> None:
+    objects = FleetObjects(
+        classes=[cclass("cc", ["v1.33.0", "banana"])],
+        clusters=[obj, cluster("ok")],
+        control_planes=[control_plane, kcp("ok")],
+        machine_deployments=pools,
+    )
+    name = capi.meta(obj)["name"]
+    decided = {"clusters": [{"name": "ok", "replicas": 1}, {"name": name, "replicas": 1}]}
+    placed = fleet_workload("w", {"replicas": 2}, decided)  # it ran on the bad cluster too
+    snapshot, fleet = fleet_snapshot(map_clusters(objects), [placed])
+    assert [c.name for c in fleet.clusters] == ["ok"]
+    assert list(fleet.skipped) == [name]
+    assert reason in fleet.skipped[name] and len(fleet.skipped[name]) <= 200, fleet.skipped
+    assert "\n" not in fleet.skipped[name]
+    assert snapshot.cluster_names() == ("ok",)
+    assert snapshot.workloads[0].placement.clusters == ("ok",)
+    assert [str(v) for v in snapshot.available_versions] == ["v1.33.0"]  # "banana" is ignored
+
+
+def test_a_cluster_of_an_unknown_cluster_class_stays_with_the_fleets_versions() -> None:
+    """A missing ClusterClass adds no versions; the cluster is planned like the others."""
+    objects = FleetObjects(
+        classes=[cclass("cc", ["v1.33.0"])],
+        clusters=[cluster("a", cls="gone"), cluster("b")],
+        control_planes=[kcp("a"), kcp("b")],
+    )
+    fleet = map_clusters(objects)
+    assert [c.name for c in fleet.clusters] == ["a", "b"] and not fleet.skipped
+    assert fleet.available_versions == ("v1.33.0",)

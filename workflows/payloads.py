@@ -1,0 +1,196 @@
+"""Strict decoding of what clients send the workflows: inputs, update and signal arguments.
+
+Temporal's default JSON converter builds a dataclass from whatever the payload holds: unknown
+fields are ignored silently (``{"target": ..., "optoins": {...}}`` runs with default options), and
+a wrong type raises a ``TypeError`` that the SDK turns into a *workflow task* failure, which the
+server retries forever: the run sits in Running with a Python traceback in its history and no
+operator-facing error. A workflow can be started by any client (``temporal workflow start``,
+another SDK, a script), so the worker decodes the types clients send strictly:
+
+* the top-level inputs and every update/signal argument type in ``STRICT_TYPES`` must be JSON
+  objects whose fields are the dataclass's, at every nested dataclass level (an unknown field is
+  an error, as in snapshots and strategies);
+* any decoding failure raises one non-retryable ``ApplicationError`` of type ``InvalidInput``
+  with a short message. The SDK fails the *workflow* with it when it is the start input (the run
+  ends at once, before any activity), and rejects the update when it is an update argument
+  (validators run after decoding). A signal whose argument does not decode is dropped by the SDK
+  and logged; nothing in the workflow changes.
+* strings in operator requests (reasons, stage and cluster names) are at most
+  ``MAX_REQUEST_TEXT`` characters: they are kept in the progress every query returns.
+
+What is checked after decoding (versions, bounds, strategy documents) is
+``workflows.validation``'s job. Activity results and the parent/child ``ClusterReport`` signal
+keep the SDK's lenient decoding: they are our own payloads, and a field removed in a later
+version must still replay from old histories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    JSONTypeConverter,
+    value_to_type,
+)
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.domain.documents import quote
+from workflows.model import (
+    AbortRequest,
+    ApproveRequest,
+    CalibrationInput,
+    ClusterCommand,
+    ClusterUpgradeInput,
+    ContinuousInput,
+    Decision,
+    PauseRequest,
+    ResumeRequest,
+    RetryRequest,
+    SkipRequest,
+)
+
+INVALID_INPUT = "InvalidInput"  # the same type as workflows.validation's
+MESSAGE_LIMIT = 300
+MAX_REQUEST_TEXT = 1024
+INPUT_TYPES: tuple[type, ...] = (CalibrationInput, ContinuousInput, ClusterUpgradeInput)
+REQUEST_TYPES: tuple[type, ...] = (
+    PauseRequest,
+    ResumeRequest,
+    ApproveRequest,
+    SkipRequest,
+    RetryRequest,
+    AbortRequest,
+    Decision,
+    ClusterCommand,
+)
+STRICT_TYPES = frozenset(INPUT_TYPES + REQUEST_TYPES)
+# Written by our own worker for continue-as-new: a field a later version drops must not fail
+# the continued run, so unknown fields are not looked for below these (types still are).
+OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint")})
+
+
+def _invalid(hint: type, message: str) -> ApplicationError:
+    text = " ".join(f"invalid {hint.__name__}: {message}".split())
+    if len(text) > MESSAGE_LIMIT:
+        text = text[: MESSAGE_LIMIT - 1] + "…"
+    return ApplicationError(text, type=INVALID_INPUT, non_retryable=True)
+
+
+def _dataclasses_in(hint: Any) -> list[type]:
+    """The dataclass types a field's hint can hold (``X``, ``X | None``, ``tuple[X, ...]``)."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return [hint]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType, tuple, list):
+        return [t for arg in typing.get_args(hint) for t in _dataclasses_in(arg)]
+    return []
+
+
+def unknown_fields(hint: type, value: object, where: str) -> str | None:
+    """The first unknown field at any dataclass level of ``value``, as ``where.path``; or None."""
+    if not isinstance(value, Mapping):
+        return None  # value_to_type names the wrong type
+    fields = {f.name for f in dataclasses.fields(hint)}
+    extra = sorted(str(k) for k in value if k not in fields)
+    if extra:
+        return f"{where}: unknown field(s) {', '.join(quote(k) for k in extra[:5])}"
+    hints = typing.get_type_hints(hint)
+    for name, raw in value.items():
+        nested = _dataclasses_in(hints[name])
+        if not nested or raw is None or (hint, name) in OWN_FIELDS:
+            continue
+        items = raw if isinstance(raw, list) else [raw]
+        for i, item in enumerate(items):
+            here = f"{where}.{name}" + (f"[{i}]" if isinstance(raw, list) else "")
+            found = unknown_fields(nested[0], item, here)
+            if found:
+                return found
+    return None
+
+
+def _long_text(value: Mapping[str, Any]) -> str | None:
+    for name, raw in value.items():
+        if isinstance(raw, str) and len(raw) > MAX_REQUEST_TEXT:
+            return f"{name}: longer than {MAX_REQUEST_TEXT} characters"
+    return None
+
+
+_SDK_FIELD = re.compile(r"Failed converting field (\w+) on dataclass [\w.]+")
+
+
+def _reasons(err: BaseException) -> str:
+    """The SDK's conversion messages down the cause chain, as ``field: nested: what``."""
+    parts: list[str] = []
+    current: BaseException | None = err
+    while current is not None and len(parts) < 6:
+        text = str(current).replace("<class '", "").replace("'>", "")
+        parts.append(_SDK_FIELD.sub(r"\1", text[:MESSAGE_LIMIT]))
+        current = current.__cause__
+    return ": ".join(p for p in parts if p)
+
+
+def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
+    """The inner error of an optional nested dataclass (the SDK reports only its union)."""
+    hints = typing.get_type_hints(hint)
+    for name, raw in value.items():
+        nested = _dataclasses_in(hints.get(name))
+        if raw is None or not nested or isinstance(raw, list):
+            continue
+        try:
+            value_to_type(nested[0], raw)
+        except Exception as err:  # any conversion error is the answer
+            inner = _nested_reason(nested[0], raw) if isinstance(raw, Mapping) else None
+            return f"{name}: {inner or _reasons(err)}"
+    return None
+
+
+class StrictTypes(JSONTypeConverter):
+    """Decode ``STRICT_TYPES`` strictly; leave every other type to the SDK."""
+
+    def to_typed_value(self, hint: type, value: Any) -> Any:
+        """The decoded value, ``Unhandled`` for other types, or a non-retryable InvalidInput."""
+        if hint not in STRICT_TYPES:
+            return JSONTypeConverter.Unhandled
+        if not isinstance(value, Mapping):
+            raise _invalid(hint, f"expected a JSON object, got {quote(value)}")
+        problem = unknown_fields(hint, value, hint.__name__)
+        if problem is None and hint in REQUEST_TYPES:
+            problem = _long_text(value)
+        if problem is not None:
+            raise _invalid(hint, problem)
+        try:
+            return value_to_type(hint, value)  # nested types: the SDK's rules, no recursion here
+        except Exception as err:
+            raise _invalid(hint, _nested_reason(hint, value) or _reasons(err)) from None
+
+
+class StrictPayloadConverter(CompositePayloadConverter):
+    """The SDK's default converters, with JSON decoding our client-facing types strictly."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                JSONPlainPayloadConverter(custom_type_converters=[StrictTypes()])
+                if isinstance(c, JSONPlainPayloadConverter)
+                else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+def strict_client(client: Client) -> Client:
+    """``client`` (same connection, namespace, codec, interceptors) decoding strictly."""
+    config = client.config()
+    config["data_converter"] = dataclasses.replace(
+        client.data_converter, payload_converter_class=StrictPayloadConverter
+    )
+    return Client(**config)
