@@ -102,6 +102,7 @@ from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_M
 from orchestrator.kube.client import (
     DEFAULT_REQUESTS,
     FIELD_MANAGER,
+    RETRYABLE_ERRORS,
     CallCancelled,
     RequestObserver,
     RequestPolicy,
@@ -342,8 +343,9 @@ class KubeFleetBackend:
         """A client of the workload cluster, or None while CAPI has not written its secret.
 
         Reading the secret is a management-cluster call: a refusal is ``NotAllowedError`` (an
-        operator must bind the kubeconfig reader, deploy/rbac) and a transient failure
-        propagates (Temporal retries), neither is "the workload cluster is unreachable".
+        operator must bind the kubeconfig reader, deploy/rbac) and any other error status or a
+        transport failure propagates (Temporal retries); neither is "the workload cluster is
+        unreachable". A secret without a usable kubeconfig is (None), as before.
         """
         key = (namespace, cluster)
         with self._lock:
@@ -361,7 +363,9 @@ class KubeFleetBackend:
                         f"not allowed to read {secret} ({_refusal(err) or status}): bind the "
                         f"kubeconfig reader role in {namespace} (deploy/rbac)"
                     ) from None
-                raise
+                if status is not None or isinstance(err, (*RETRYABLE_ERRORS, CallCancelled)):
+                    raise
+                return None  # the secret holds no usable kubeconfig: unreachable, as reported
             if self._observer is not None:
                 observe_requests(api, self._observer)
             with self._lock:

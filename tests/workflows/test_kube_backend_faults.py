@@ -192,7 +192,7 @@ def test_403_on_the_kubeconfig_secret_is_not_allowed_not_unreachable(
 def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    errors = iter([ApiError(404), ApiError(500)])
+    errors = iter([ApiError(404), KeyError("value"), ApiError(500)])
 
     def fail(*args: Any) -> Any:
         raise next(errors)
@@ -200,6 +200,7 @@ def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
     monkeypatch.setattr(workload, "workload_client", fail)
     backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=False))
     assert not asyncio.run(backend.observe(REF)).reachable  # CAPI has not written it yet
+    assert not asyncio.run(backend.observe(REF)).reachable  # it holds no usable kubeconfig
     with pytest.raises(ApiError) as caught:  # a management-plane fault, not the cluster's
         asyncio.run(backend.observe(REF))
     assert caught.value.status == 500 and not isinstance(caught.value, BackendError)
