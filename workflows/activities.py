@@ -14,6 +14,12 @@ Rules every activity keeps, because the workflow's guarantees rest on them:
   heartbeat timeout and the wait resumes elsewhere, within the step's schedule-to-close budget.
 * **Invalid input is non-retryable** (``InvalidInput``, ``NotFound``): retrying cannot fix it and
   the workflow must fail before touching anything.
+* **One classification of backend errors** (``classify``): every backend call goes through
+  ``_ClassifiedBackend``, which turns the backend's deliberate errors into one ApplicationError
+  type each (missing object: ``NotFound``; refused request: ``NotAllowed``; unusable object on the
+  cluster: ``InvalidInput``; a version moved by someone else: ``VersionConflict``), all
+  non-retryable. Anything else is transient: the backend already retried it within the call
+  (``orchestrator.kube.client.harden``) and Temporal's retry policy takes it from there.
 * Pure decisions (planning, placement, compatibility) run here, not in the backend, so the plan
   and every placement are recorded in history and identical for every backend.
 """
@@ -26,8 +32,8 @@ import hashlib
 import json
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
@@ -46,13 +52,21 @@ from orchestrator.domain.snapshot import (
     replace_cluster,
     snapshot_from_mapping,
 )
-from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint, parse_time
+from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Effect, Taint, parse_time
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.placement import place
 from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
 from workflows import metrics
-from workflows.backend import FleetBackend, NotFoundError
+from workflows.backend import (
+    BackendError,
+    FleetBackend,
+    InvalidObjectError,
+    Inventory,
+    NotAllowedError,
+    NotFoundError,
+    VersionChangedError,
+)
 from workflows.model import (
     SAMPLE_LIMIT,
     CalibrationGroup,
@@ -108,14 +122,25 @@ from workflows.model import (
     WindowPlan,
 )
 
+T = TypeVar("T")
+
 # ApplicationError types the workflows and operators see.
 INVALID_INPUT = "InvalidInput"
 NOT_FOUND = "NotFound"
 VERSION_CONFLICT = "VersionConflict"
 ROLLOUT_FAILED = "RolloutFailed"
+NOT_ALLOWED = "NotAllowed"  # the worker's role lacks a permission (403)
 PLACEMENT_CONFLICT = "PlacementConflict"  # retryable: other placements kept winning
 
-NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAILED)
+NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAILED, NOT_ALLOWED)
+
+# Backend error class -> the ApplicationError type operators and workflows see (non-retryable).
+_BACKEND_ERROR_TYPES: tuple[tuple[type[BackendError], str], ...] = (
+    (NotFoundError, NOT_FOUND),
+    (NotAllowedError, NOT_ALLOWED),
+    (InvalidObjectError, INVALID_INPUT),
+    (VersionChangedError, VERSION_CONFLICT),
+)
 
 
 def step_id(calibration_id: str, cluster: str, index: int, component: str, version: str) -> str:
@@ -480,11 +505,76 @@ def _component_done(obs: ComponentObservation, version: str, what: str) -> tuple
     return False, f"{what} rolling out {version}: {obs.message or 'in progress'}"
 
 
+def classify(err: BackendError) -> BackendError | ApplicationError:
+    """The one mapping of backend errors to activity failures (see the module docstring).
+
+    Returns ``err`` itself for a BackendError with no type of its own: a transient failure,
+    retried by Temporal like any other exception.
+    """
+    for cls, error_type in _BACKEND_ERROR_TYPES:
+        if isinstance(err, cls):
+            return ApplicationError(str(err), type=error_type, non_retryable=True)
+    return err
+
+
+class _ClassifiedBackend:
+    """A ``FleetBackend`` whose deliberate errors arrive already classified (``classify``)."""
+
+    def __init__(self, backend: FleetBackend) -> None:
+        self._backend = backend
+
+    @staticmethod
+    async def _run(call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except BackendError as err:
+            classified = classify(err)
+            if classified is err:
+                raise
+            raise classified from err
+
+    async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
+        return await self._run(self._backend.inventory(clusters))
+
+    async def observe(self, cluster: ClusterRef) -> ClusterObservation:
+        return await self._run(self._backend.observe(cluster))
+
+    async def set_control_plane_version(
+        self, cluster: ClusterRef, version: str, step_id: str
+    ) -> None:
+        await self._run(self._backend.set_control_plane_version(cluster, version, step_id))
+
+    async def set_pool_version(
+        self, cluster: ClusterRef, pool: str, version: str, step_id: str
+    ) -> None:
+        await self._run(self._backend.set_pool_version(cluster, pool, version, step_id))
+
+    async def add_taint(self, cluster: ClusterRef, taint: Taint) -> bool:
+        return await self._run(self._backend.add_taint(cluster, taint))
+
+    async def remove_taint(self, cluster: ClusterRef, key: str, effect: Effect) -> bool:
+        return await self._run(self._backend.remove_taint(cluster, key, effect))
+
+    async def write_placement(
+        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+    ) -> PlacementWrite:
+        return await self._run(self._backend.write_placement(decisions, reason))
+
+    async def put_blob(self, digest: str, data: bytes) -> None:
+        await self._run(self._backend.put_blob(digest, data))
+
+    async def get_blob(self, digest: str) -> bytes:
+        return await self._run(self._backend.get_blob(digest))
+
+    async def delete_blob(self, digest: str) -> None:
+        await self._run(self._backend.delete_blob(digest))
+
+
 class CalibrationActivities:
     """Activity implementations bound to one ``FleetBackend``."""
 
     def __init__(self, backend: FleetBackend) -> None:
-        self._backend = backend
+        self._backend: FleetBackend = _ClassifiedBackend(backend)
         self._plans: OrderedDict[str, _LoadedPlan] = OrderedDict()
 
     def all(self) -> list[Callable[..., Any]]:
@@ -509,12 +599,7 @@ class CalibrationActivities:
         ]
 
     async def _observe(self, cluster: ClusterRef) -> ClusterObservation:
-        try:
-            return await self._backend.observe(cluster)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
-        except InputError as err:  # a malformed object: retrying reads the same nonsense
-            _invalid(str(err))
+        return await self._backend.observe(cluster)
 
     # ---------------------------------------------------------------- the stored plan
 
@@ -531,20 +616,14 @@ class CalibrationActivities:
         if loaded is not None:
             self._plans.move_to_end(ref.digest)
             return loaded
-        try:
-            data = await self._backend.get_blob(ref.digest)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+        data = await self._backend.get_blob(ref.digest)
         if hashlib.sha256(data).hexdigest() != ref.digest:
             raise ApplicationError(f"stored plan {ref.digest} is corrupt", type=NOT_FOUND)
         return self._remember(ref.digest, _index(decode_plan(data)))
 
     async def _scope(self, ref: ScopeRef) -> frozenset[str]:
         """The stored cluster names of a scoped calibration, verified against the digest."""
-        try:
-            data = await self._backend.get_blob(ref.digest)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+        data = await self._backend.get_blob(ref.digest)
         if hashlib.sha256(data).hexdigest() != ref.digest:
             raise ApplicationError(f"stored scope {ref.digest} is corrupt", type=NOT_FOUND)
         return frozenset(decode_scope(data))
@@ -560,10 +639,7 @@ class CalibrationActivities:
         """
         try:
             if input.snapshot is None:
-                try:
-                    inv = await self._backend.inventory()
-                except NotFoundError as err:
-                    raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+                inv = await self._backend.inventory()
                 snapshot, namespaces = inv.snapshot, dict(inv.namespaces)
                 skipped = dict(inv.skipped)
                 for name, reason in sorted(skipped.items()):
@@ -604,10 +680,7 @@ class CalibrationActivities:
         """
         try:
             policy = policy_from_mapping(input.policy)
-            try:
-                inv = await self._backend.inventory()
-            except NotFoundError as err:
-                raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
+            inv = await self._backend.inventory()
             result = evaluate_fleet_policy(inv.snapshot, policy, input.now)
         except InputError as err:
             _invalid(str(err))
@@ -724,20 +797,12 @@ class CalibrationActivities:
         if not input.key:
             _invalid("a taint needs a key")
         taint = Taint(input.key, input.effect, input.value, input.time_added or None)
-        try:
-            changed = await self._backend.add_taint(input.cluster, taint)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
-        return TaintResult(changed)
+        return TaintResult(await self._backend.add_taint(input.cluster, taint))
 
     @activity.defn(name="remove_taint")
     async def remove_taint(self, input: TaintInput) -> TaintResult:
         """Remove the taint (idempotent: removing an absent taint changes nothing)."""
-        try:
-            changed = await self._backend.remove_taint(input.cluster, input.key, input.effect)
-        except NotFoundError as err:
-            raise ApplicationError(str(err), type=NOT_FOUND, non_retryable=True) from err
-        return TaintResult(changed)
+        return TaintResult(await self._backend.remove_taint(input.cluster, input.key, input.effect))
 
     # ---------------------------------------------------------------- placement
 

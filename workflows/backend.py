@@ -33,8 +33,10 @@ Contract every implementation keeps:
   out of workflow history: the key is the SHA-256 of the bytes, a second put of the same key is
   a no-op, and a missing key is ``NotFoundError``; ``delete_blob`` removes one when its owner
   (the calibration, or the evaluation for a scope) is done with it, and a missing one is fine;
-* unknown clusters or objects raise ``NotFoundError`` (the activity turns it into a non-retryable
-  failure); any other exception is transient and retried by Temporal;
+* unknown clusters or objects raise ``NotFoundError``, a refused request ``NotAllowedError``, an
+  unusable object ``InvalidObjectError`` and a version changed by someone else
+  ``VersionChangedError`` (the activities turn each into one non-retryable failure type); any
+  other exception is transient and retried by Temporal;
 * nothing returned ever contains a credential.
 """
 
@@ -55,6 +57,22 @@ class BackendError(Exception):
 
 class NotFoundError(BackendError):
     """The cluster or one of its objects does not exist: retrying will not help."""
+
+
+class NotAllowedError(BackendError):
+    """The API server refused the request (403): the worker's role lacks a permission.
+
+    Retrying cannot help until an operator grants it, so the step fails at once, naming the
+    object and the permission, instead of waiting out its budget.
+    """
+
+
+class InvalidObjectError(BackendError):
+    """An object on the cluster cannot be used as it is (an invalid FleetWorkload, say)."""
+
+
+class VersionChangedError(BackendError):
+    """Someone else declared another version while a step was writing its own."""
 
 
 @dataclass(frozen=True)

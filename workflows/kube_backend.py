@@ -32,9 +32,10 @@ What it reads and writes:
   marker ``calibrator.dev/version-check-bypass``) and removes it with the next write; the
   activity has already checked what that webhook checks (from-version, control plane rolled out).
 * **Patches** are JSON merge patches carrying ``metadata.resourceVersion`` of the object just read
-  (a concurrent writer makes the patch fail with 409, which the activity retries and re-checks)
   and the step id annotation ``calibrator.dev/step`` in the same patch. A target already declared
-  with the same step id writes nothing.
+  with the same step id writes nothing. A 409 (someone wrote in between) is re-read and
+  re-decided here: already at the target, done; still at the version the step began from, written
+  again; at a third version, ``VersionChangedError`` (not ours to overwrite).
 * **Rollout state** (``observe``) follows ``orchestrator.kube.capi``: control plane / MD rollout
   rules (observedGeneration, up-to-date and available replicas, RollingOut, Available), plus every
   Machine of the component at the declared version, one Machine per replica, and each Machine's
@@ -62,8 +63,11 @@ What it reads and writes:
   ``-<n>`` for further chunks), gzip-compressed in ``binaryData`` chunks of at most 900 kB so any
   plan fits under etcd's object limit. Reads verify the SHA-256 of the reassembled bytes.
 
-404s become ``NotFoundError``; anything else propagates and is retried by Temporal. Nothing
-returned contains a credential.
+**Faults** (docs/decisions.md, "API faults"): every request has a timeout and transient
+failures (429 with its Retry-After, 5xx, resets, timeouts) are retried a bounded number of times
+inside the call (``client.harden``); 404s become ``NotFoundError``, 403s ``NotAllowedError``, an
+unusable FleetWorkload ``InvalidObjectError``; anything else propagates and is retried by
+Temporal. Nothing returned contains a credential.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ import base64
 import copy
 import gzip
 import hashlib
+import json
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -95,15 +101,28 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, fleetapi, fleetmap, inventory, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from orchestrator.kube.client import (
+    DEFAULT_REQUESTS,
     FIELD_MANAGER,
+    RETRYABLE_ERRORS,
+    CallCancelled,
     RequestObserver,
+    RequestPolicy,
     api_client,
     dynamic,
+    harden,
     list_pages,
     observe_requests,
+    run_cancellable,
 )
 from orchestrator.kube.fleetmap import InventoryError
-from workflows.backend import BackendError, Inventory, NotFoundError
+from workflows.backend import (
+    BackendError,
+    InvalidObjectError,
+    Inventory,
+    NotAllowedError,
+    NotFoundError,
+    VersionChangedError,
+)
 from workflows.model import (
     ClusterObservation,
     ClusterRef,
@@ -128,13 +147,46 @@ BLOB_PREFIX = "calibrator-blob-"
 BLOB_CHUNKS_ANNOTATION = "calibrator.dev/chunks"
 BLOB_CHUNK_BYTES = 900_000
 CONFLICT_RETRIES = 5
+FORBIDDEN = 403
+REASON_LIMIT = 300
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _status_code(err: BaseException) -> int | None:
     status = getattr(err, "status", None)
     return status if isinstance(status, int) else None
+
+
+def _refusal(err: BaseException) -> str:
+    """The API server's own words for a refused request (its Status message), clipped."""
+    message = ""
+    body = getattr(err, "body", None)
+    if body:
+        try:
+            message = str(json.loads(body).get("message") or "")
+        except (ValueError, TypeError, AttributeError):
+            message = ""
+    text = " ".join((message or str(getattr(err, "reason", "") or "")).split())
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+def _expect(seen: list[str], current: str, version: str, what: str) -> None:
+    """Re-decide a version write after a 409: the object must still be where the step began.
+
+    The first read records the version the step starts from (the activity has checked it is
+    the plan's from-version). A re-read after a conflict may find it unchanged (someone changed
+    another field: write again) or at ``version`` (handled by the caller: nothing to write);
+    any third version means another writer moved it, which is not ours to overwrite.
+    """
+    if not seen:
+        seen.append(current)
+    elif not _same(current, seen[0]) and not _same(current, version):
+        raise VersionChangedError(
+            f"{what} now declares {current}; the step expected {seen[0]} or {version}: "
+            "changed by someone else"
+        )
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -176,19 +228,35 @@ class KubeFleetBackend:
     """
 
     def __init__(
-        self, mgmt: Any, namespace: str | None = None, *, dyn: Any = None, tracer: Any = None
+        self,
+        mgmt: Any,
+        namespace: str | None = None,
+        *,
+        dyn: Any = None,
+        tracer: Any = None,
+        requests: RequestPolicy = DEFAULT_REQUESTS,
     ) -> None:
         self._mgmt = mgmt
         self._tracer = tracer
+        self._requests = requests
         self._observer: RequestObserver | None = None
         if tracer is not None:
             self._observer = request_spans(tracer)
             observe_requests(mgmt, self._observer)
+        if mgmt is not None:
+            # Outside the observer: every attempt is its own span, retries included.
+            harden(mgmt, requests, self.retried)
         self._dyn = dyn if dyn is not None else dynamic(mgmt)
         self._namespace = namespace
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
+
+    def retried(self, method: str, url: str, why: str, delay: float) -> None:
+        """Called before a request is tried again (``client.harden``); a no-op here.
+
+        The client logs each retry; tests subclass the backend to count them.
+        """
 
     @classmethod
     def from_kubeconfig(
@@ -273,11 +341,32 @@ class KubeFleetBackend:
         return str(name)
 
     def _workload_api(self, namespace: str, cluster: str) -> Any:
+        """A client of the workload cluster, or None while CAPI has not written its secret.
+
+        Reading the secret is a management-cluster call: a refusal is ``NotAllowedError`` (an
+        operator must bind the kubeconfig reader, deploy/rbac) and any other error status or a
+        transport failure propagates (Temporal retries); neither is "the workload cluster is
+        unreachable". A secret without a usable kubeconfig is (None), as before.
+        """
         key = (namespace, cluster)
         with self._lock:
             api = self._workload_clients.get(key)
         if api is None:
-            api = workload.workload_client(self._mgmt, namespace, cluster)
+            secret = f"Secret {namespace}/{cluster}-kubeconfig"
+            try:
+                api = workload.workload_client(self._mgmt, namespace, cluster)
+            except Exception as err:
+                status = _status_code(err)
+                if status == 404:
+                    return None
+                if status in (401, FORBIDDEN):
+                    raise NotAllowedError(
+                        f"not allowed to read {secret} ({_refusal(err) or status}): bind the "
+                        f"kubeconfig reader role in {namespace} (deploy/rbac)"
+                    ) from None
+                if status is not None or isinstance(err, (*RETRYABLE_ERRORS, CallCancelled)):
+                    raise
+                return None  # the secret holds no usable kubeconfig: unreachable, as reported
             if self._observer is not None:
                 observe_requests(api, self._observer)
             with self._lock:
@@ -286,8 +375,13 @@ class KubeFleetBackend:
 
     def _nodes(self, namespace: str, cluster: str) -> dict[str, dict[str, Any]] | None:
         """The workload cluster's Nodes, or None when it is not reachable."""
+        api = self._workload_api(namespace, cluster)
+        if api is None:
+            return None
         try:
-            return workload.nodes(self._workload_api(namespace, cluster))
+            return workload.nodes(api)
+        except CallCancelled:
+            raise
         except Exception:
             with self._lock:
                 self._workload_clients.pop((namespace, cluster), None)
@@ -342,7 +436,7 @@ class KubeFleetBackend:
             # retried: the step fails with this reason, the cluster stays tainted and waits
             # for an operator's decision. Nothing is written.
             reason = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
-            raise InputError(
+            raise InvalidObjectError(
                 fleetmap.short(f"cluster {ns}/{ref.name}: malformed object: {reason}")
             ) from None
 
@@ -451,7 +545,7 @@ class KubeFleetBackend:
         except InventoryError as err:
             # The objects cannot form a fleet (an invalid FleetWorkload, a cluster name in two
             # namespaces): an operator must fix them, so no retry - the activity fails at once.
-            raise InputError(str(err)) from None
+            raise InvalidObjectError(str(err)) from None
         snapshot, namespaces, skipped = read.snapshot, dict(read.namespaces), dict(read.skipped)
         if names:
             unknown = [n for n in names if n not in namespaces]
@@ -483,16 +577,40 @@ class KubeFleetBackend:
     def wrote_placements(self, workloads: Sequence[str], reason: str) -> None:
         """Called after placement decisions were written; a no-op here (see ``wrote_version``)."""
 
+    @staticmethod
+    def _on_conflict(write: Callable[[list[str]], None]) -> None:
+        """Run a version write; on 409 re-read and re-decide (``write`` reads afresh each time).
+
+        A conflict is common and harmless (a controller touched the object between our read
+        and our write); the next pass either finds the version already declared (a write whose
+        answer was lost: nothing to do) or writes again on the new resourceVersion.
+        """
+        seen: list[str] = []
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                write(seen)
+                return
+            except Exception as err:
+                if _status_code(err) != 409 or attempt + 1 == CONFLICT_RETRIES:
+                    raise
+                log.info("version write conflicted (409); re-reading (attempt %d)", attempt + 1)
+
     def _set_control_plane(self, ref: ClusterRef, version: str, step_id: str) -> None:
+        self._on_conflict(lambda seen: self._set_control_plane_once(ref, version, step_id, seen))
+
+    def _set_control_plane_once(
+        self, ref: ClusterRef, version: str, step_id: str, seen: list[str]
+    ) -> None:
         ns, cluster = self._cluster(ref)
         if capi.topology(cluster):
-            self._set_topology_version(ref, ns, cluster, version, step_id)
+            self._set_topology_version(ref, ns, cluster, version, step_id, seen=seen)
             return
         kind = capi.KUBEADM_CONTROL_PLANE
         obj = self._get(kind, ns, self._kcp_name(cluster))
         current = str((obj.get("spec") or {}).get("version"))
         if _same(current, version) and _annotations(obj).get(STEP_ANNOTATION) == step_id:
             return
+        _expect(seen, current, version, f"control plane of {ref.name}")
         self._patch(
             kind,
             ns,
@@ -558,12 +676,20 @@ class KubeFleetBackend:
         }
 
     def _set_topology_version(
-        self, ref: ClusterRef, ns: str, cluster: dict[str, Any], version: str, step_id: str
+        self,
+        ref: ClusterRef,
+        ns: str,
+        cluster: dict[str, Any],
+        version: str,
+        step_id: str,
+        *,
+        seen: list[str],
     ) -> None:
         current = str((capi.topology(cluster) or {}).get("version"))
         if _same(current, version) and _annotations(cluster).get(STEP_ANNOTATION) == step_id:
             self._clear_bypass(ns, ref.name, cluster)  # a retry after a lost second write
             return
+        _expect(seen, current, version, f"topology of {ref.name}")
         body = self.topology_version_patch(
             cluster, self._topology_mds(ns, ref.name), version, step_id
         )
@@ -638,6 +764,11 @@ class KubeFleetBackend:
         }
 
     def _set_pool(self, ref: ClusterRef, pool: str, version: str, step_id: str) -> None:
+        self._on_conflict(lambda seen: self._set_pool_once(ref, pool, version, step_id, seen))
+
+    def _set_pool_once(
+        self, ref: ClusterRef, pool: str, version: str, step_id: str, seen: list[str]
+    ) -> None:
         ns, cluster = self._cluster(ref)
         md = self._get(capi.MACHINE_DEPLOYMENT, ns, pool)
         owner = (md.get("spec") or {}).get("clusterName")
@@ -662,6 +793,7 @@ class KubeFleetBackend:
         current = capi.md_version(md)
         if _same(current, version) and _annotations(md).get(STEP_ANNOTATION) == step_id:
             return
+        _expect(seen, str(current), version, f"MachineDeployment {pool}")
         self._patch(
             capi.MACHINE_DEPLOYMENT,
             ns,
@@ -813,15 +945,36 @@ class KubeFleetBackend:
     async def _call(
         self, operation: str, attributes: Mapping[str, str | int], fn: Callable[[], T]
     ) -> T:
-        """Run blocking client calls in a thread (with the caller's context, so spans nest)."""
-        if self._tracer is None:
-            return await asyncio.to_thread(fn)
+        """Run blocking client calls in a thread (with the caller's context, so spans nest).
 
-        def traced() -> T:
-            with self._tracer.start_as_current_span(f"kube.{operation}", attributes=attributes):
+        When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
+        before its next request (``client.run_cancellable``), so it outlives the activity by at
+        most one request timeout. A 403 from the management cluster is ``NotAllowedError``.
+        """
+        cancel = threading.Event()
+
+        def body() -> T:
+            try:
                 return fn()
+            except BackendError:
+                raise
+            except Exception as err:
+                if _status_code(err) == FORBIDDEN:
+                    raise NotAllowedError(
+                        f"{operation}: the API server refused it: {_refusal(err) or 'Forbidden'}"
+                    ) from None
+                raise
 
-        return await asyncio.to_thread(traced)
+        def run() -> T:
+            if self._tracer is None:
+                return run_cancellable(body, cancel)
+            with self._tracer.start_as_current_span(f"kube.{operation}", attributes=attributes):
+                return run_cancellable(body, cancel)
+
+        try:
+            return await asyncio.to_thread(run)
+        finally:
+            cancel.set()  # a no-op once the thread is done
 
     @staticmethod
     def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:

@@ -6,14 +6,21 @@ write is an idempotent server-side apply with one field manager.
 
 from __future__ import annotations
 
+import email.utils
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client, config
+from kubernetes.client import rest
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
@@ -23,6 +30,9 @@ IN_CLUSTER = "in-cluster"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 PAGE_SIZE = 500  # objects per page of a LIST (kubectl's chunk size)
 GONE = 410
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def list_pages(
@@ -164,3 +174,157 @@ def apply_all(dyn: DynamicClient, objects: Iterable[Mapping[str, Any]]) -> int:
         apply(dyn, obj)
         count += 1
     return count
+
+
+# ------------------------------------------------------------------------------ transient faults
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# Transport failures worth another attempt: connection refused/reset/aborted, timeouts. A TLS
+# verification failure (urllib3.exceptions.SSLError) is not: retrying cannot fix it.
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
+    urllib3.exceptions.ProtocolError,
+    urllib3.exceptions.TimeoutError,
+    ConnectionError,
+)
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    """How one API request is bounded and retried (see docs/decisions.md, "API faults").
+
+    ``timeout``: seconds for one attempt (connect plus each read). ``attempts``: tries of one
+    request in all. Between tries the client waits ``backoff`` seconds, doubled each time up to
+    ``max_backoff``; a 429 or 503 with ``Retry-After`` waits what the server asks, but at most
+    ``retry_after_cap`` seconds. With the defaults one request takes at most
+    4 x 20 s + 10 s + 10 s + 10 s = 110 s, inside the activities' 120 s start-to-close timeout.
+    """
+
+    timeout: float = 20.0
+    attempts: int = 4
+    backoff: float = 0.5
+    max_backoff: float = 4.0
+    retry_after_cap: float = 10.0
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_cap)
+        return float(min(self.backoff * 2 ** (retry - 1), self.max_backoff))
+
+
+DEFAULT_REQUESTS = RequestPolicy()
+Retried = Callable[[str, str, str, float], None]
+"""(method, url, why, seconds to wait) -> None: called before each retry of a request."""
+
+
+class CallCancelled(Exception):
+    """The caller gave up on this call (its activity ended): no further request is sent."""
+
+
+_CANCEL: ContextVar[threading.Event | None] = ContextVar("kube_call_cancel", default=None)
+
+
+def run_cancellable(fn: Callable[[], T], cancel: threading.Event) -> T:
+    """Run ``fn`` (in a worker thread) so that its requests stop once ``cancel`` is set.
+
+    A thread cannot be killed: when the activity that started it times out or is cancelled,
+    the thread runs on. Setting ``cancel`` makes every hardened client in ``fn`` raise
+    ``CallCancelled`` before its next attempt and cut short a backoff wait, so the thread
+    outlives its activity by at most one request timeout.
+    """
+    token = _CANCEL.set(cancel)
+    try:
+        return fn()
+    finally:
+        _CANCEL.reset(token)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP date (RFC 9110); None if absent or bad."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _wait(seconds: float) -> None:
+    cancel = _CANCEL.get()
+    if cancel is None:
+        time.sleep(seconds)
+    elif cancel.wait(seconds):
+        raise CallCancelled("the call was cancelled while waiting to retry")
+
+
+def _check_cancelled() -> None:
+    cancel = _CANCEL.get()
+    if cancel is not None and cancel.is_set():
+        raise CallCancelled("the call was cancelled")
+
+
+def harden(
+    api: client.ApiClient,
+    policy: RequestPolicy = DEFAULT_REQUESTS,
+    retried: Retried | None = None,
+) -> client.ApiClient:
+    """Give every request of ``api`` a timeout and bounded retries of transient failures.
+
+    The one place transient API faults are handled (docs/decisions.md): each attempt gets
+    ``policy.timeout`` unless the caller passed its own ``_request_timeout``; 429, 500, 502,
+    503, 504, connection errors (refused, reset, aborted) and timeouts are tried again, up to
+    ``policy.attempts`` in all, waiting as ``RequestPolicy.delay`` says; the last answer or error
+    goes to the caller (Temporal's activity retry is the next level). urllib3's own silent
+    retries are switched off so no second layer multiplies these. Every request may be repeated
+    safely: the worker's writes are merge patches conditional on ``resourceVersion`` or
+    idempotent server-side applies, so a write whose answer was lost comes back as 409 (the
+    caller re-reads) or as the same apply again. Idempotent: a client is hardened once.
+    """
+    if getattr(api, "_calibrator_hardened", False):
+        return api
+    api.configuration.retries = False
+    api.rest_client = rest.RESTClientObject(api.configuration)
+    send = api.call_api
+
+    def call_api(
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        timeout = _request_timeout or policy.timeout
+        for attempt in range(1, policy.attempts + 1):
+            _check_cancelled()
+            last = attempt == policy.attempts
+            try:
+                response = send(method, url, header_params, body, post_params, timeout)
+            except RETRYABLE_ERRORS as err:
+                if last:
+                    raise
+                why, retry_after = type(err).__name__, None
+            else:
+                if last or int(response.status) not in RETRYABLE_STATUS:
+                    return response
+                why = f"HTTP {response.status}"
+                retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+                response.response.drain_conn()  # the connection goes back to the pool
+            delay = policy.delay(attempt, retry_after)
+            log.info(
+                "retrying %s %s in %.1fs after %s (attempt %d)", method, url, delay, why, attempt
+            )
+            if retried is not None:
+                retried(method, url, why, delay)
+            _wait(delay)
+        raise AssertionError("not reached")  # the last attempt returns or raises
+
+    api.call_api = call_api  # type: ignore[method-assign]
+    api._calibrator_hardened = True  # type: ignore[attr-defined]
+    return api

@@ -24,8 +24,12 @@ import yaml
 from kubernetes import client, config
 
 from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.kube.client import DEFAULT_REQUESTS, RequestPolicy, harden
 
 PROBE_TIMEOUT = 10.0  # seconds per workload cluster, every request included
+# The worker's workload-cluster client: an unreachable workload cluster is an observation, not a
+# fault to ride out, so it is tried twice, 15 s each (the next poll asks again).
+WORKLOAD_REQUESTS = RequestPolicy(timeout=15.0, attempts=2)
 NODE_PAGE = 500
 REASON_LIMIT = 300
 
@@ -33,7 +37,11 @@ REASON_LIMIT = 300
 def kubeconfig_for(
     mgmt: client.ApiClient, namespace: str, cluster: str, timeout: float | None = None
 ) -> dict[str, Any]:
-    """The workload cluster's kubeconfig (parsed) from the management cluster's secret."""
+    """The workload cluster's kubeconfig (parsed) from the management cluster's secret.
+
+    ``timeout`` bounds the read (default: the client policy's, ``DEFAULT_REQUESTS.timeout``).
+    """
+    timeout = timeout or DEFAULT_REQUESTS.timeout
     secret = client.CoreV1Api(mgmt).read_namespaced_secret(
         f"{cluster}-kubeconfig", namespace, _request_timeout=timeout
     )
@@ -43,12 +51,20 @@ def kubeconfig_for(
     return loaded
 
 
-def workload_client(mgmt: client.ApiClient, namespace: str, cluster: str) -> client.ApiClient:
-    """An ApiClient for the workload cluster (built in memory from its kubeconfig secret)."""
+def workload_client(
+    mgmt: client.ApiClient,
+    namespace: str,
+    cluster: str,
+    policy: RequestPolicy = WORKLOAD_REQUESTS,
+) -> client.ApiClient:
+    """An ApiClient for the workload cluster (built in memory from its kubeconfig secret).
+
+    Every request it sends has a timeout and bounded retries (``client.harden`` with ``policy``).
+    """
     api: client.ApiClient = config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
         kubeconfig_for(mgmt, namespace, cluster)
     )
-    return api
+    return harden(api, policy)
 
 
 def _json(response: object) -> dict[str, Any]:

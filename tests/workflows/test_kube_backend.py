@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain.errors import InputError
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
@@ -25,7 +24,7 @@ from tests.orchestrator.kube.api_server import api_server
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import kube_backend, telemetry
-from workflows.backend import BackendError, NotFoundError
+from workflows.backend import BackendError, InvalidObjectError, NotFoundError
 from workflows.kube_backend import (
     BYPASS_MARKER,
     STEP_ANNOTATION,
@@ -377,10 +376,10 @@ def test_invalid_fleet_workload_is_named_in_the_error() -> None:
     dyn = _fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
-    with pytest.raises(InputError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
+    with pytest.raises(InvalidObjectError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
         asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     fw["spec"]["apis"] = ["not-an-api"]
-    with pytest.raises(InputError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
+    with pytest.raises(InvalidObjectError, match=rf"^FleetWorkload {NS}/web: spec\.apis\[0\]"):
         asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
 
 
@@ -590,12 +589,12 @@ def _md_replicas(dyn: FakeDyn) -> None:
 def test_a_malformed_object_fails_observe_with_one_clear_reason_and_no_write(
     break_it: Any, message: str
 ) -> None:
-    """Edited into nonsense mid-run: one InputError naming the cluster (the activity does not
-    retry it; the step waits for a decision with this reason). Nothing is written."""
+    """Edited into nonsense mid-run: one InvalidObjectError naming the cluster (the activity
+    does not retry it; the step waits for a decision with this reason). Nothing is written."""
     dyn = _fleet(topology=False)
     break_it(dyn)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InvalidObjectError) as err:
         asyncio.run(backend.observe(REF))
     text = str(err.value)
     assert text.startswith(f"cluster {NS}/c1: malformed object: ") and message in text, text
