@@ -16,7 +16,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import (
+    DynamicApiError,
+    NotFoundError,
+    ResourceNotFoundError,
+)
 from kubernetes.dynamic.resource import Resource, ResourceList
 
 from orchestrator.kube import capi
@@ -92,11 +96,13 @@ def remove_namespace(
         if left:
             return left
 
-    # 2. Every other namespaced object, one DELETE per kind (deletecollection).
+    # 2. Every other namespaced object, one DELETE per kind (deletecollection). A kind whose
+    # DELETE is refused is not the end: the LISTs below are the truth and name what stayed.
     kinds = collection_kinds(dyn.resources)
     for res in kinds:
         path = res.path(namespace=namespace)
-        _ignore_missing(dyn.request, "delete", path, _request_timeout=REQUEST_TIMEOUT)
+        with contextlib.suppress(DynamicApiError):
+            dyn.request("delete", path, _request_timeout=REQUEST_TIMEOUT)
 
     def objects() -> list[str]:
         found: list[str] = []

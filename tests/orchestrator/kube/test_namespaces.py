@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 from kubernetes.dynamic.resource import Resource, ResourceList
 
 from orchestrator.kube import namespaces
@@ -83,6 +83,7 @@ class FakeDyn:
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
         self.deleting: set[tuple[str, str, str]] = set()  # kind, namespace, name
         self.calls: list[tuple[str, str]] = []
+        self.refused: set[str] = set()  # kinds whose deletecollection answers 403
 
     def add(self, kind: str, namespace: str, name: str, **meta: Any) -> None:
         obj = {"kind": kind, "metadata": {"name": name, "namespace": namespace, **meta}}
@@ -125,6 +126,8 @@ class FakeDyn:
             self.objects["Namespace"].pop(("", NS))
             return
         kind = next(r.kind for r in ALL if r.path(namespace=NS) == path)
+        if kind in self.refused:
+            raise ForbiddenError(ApiException(status=403, reason="Forbidden"))  # type: ignore[no-untyped-call]
         store = self.objects.get(kind, {})
         for key in [k for k, o in store.items() if k[0] == NS]:
             if not store[key]["metadata"].get("finalizers"):
@@ -204,3 +207,12 @@ def test_an_object_kept_by_a_finalizer_leaves_the_namespace_in_place() -> None:
 def test_a_namespace_that_is_gone_already_is_done() -> None:
     dyn = FakeDyn()
     assert _remove(dyn) == []
+
+
+def test_a_kind_that_cannot_be_emptied_is_named_and_the_rest_still_goes() -> None:
+    dyn = FakeDyn()
+    _demo_namespace(dyn)
+    dyn.refused.add("FleetWorkload")
+    assert _remove(dyn, timeout=30) == ["FleetWorkload/web"]
+    assert dyn.names("Namespace") == [NS]
+    assert list(dyn.objects["Secret"]) == [("elsewhere", "kept")]
