@@ -14,12 +14,9 @@ critical path, and workflow history events per cluster step.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -29,11 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
@@ -50,6 +45,9 @@ from tests.integration.helpers import (
     machines,
     wait_for,
 )
+from tests.integration.history_scan import known_secrets, scan_histories
+from tests.integration.worker_process import read_lines, start_worker
+from tests.integration.worker_process import stop as stop_workers
 from tests.workflows.harness import SERVER_STARTUP, binary_path
 from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
@@ -244,56 +242,6 @@ def get_mds(dyn: DynamicClient, name: str) -> list[dict[str, Any]]:
     return items
 
 
-# What may never reach a Temporal history: PEM blocks and kubeconfig credential fields.
-SECRET_MARKERS = (
-    "-----BEGIN",
-    "PRIVATE KEY",
-    "client-key-data",
-    "client-certificate-data",
-    "certificate-authority-data",
-)
-
-
-def known_secrets(plane: LocalPlane, identity: WorkerIdentity, mgmt: client.ApiClient) -> list[str]:
-    """The actual credential values in play: the worker's token, the admin credentials and every
-    workload-cluster kubeconfig secret of the test namespaces (raw and base64)."""
-    values = [identity.token]
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    values += [v for u in admin["users"] for v in u["user"].values()]
-    core = client.CoreV1Api(mgmt)
-    for ns in (NS, CRASH_NS):
-        for secret in core.list_namespaced_secret(ns).items:
-            for encoded in (secret.data or {}).values():
-                values += [str(encoded), base64.b64decode(encoded).decode(errors="replace")]
-    return [v for v in values if len(v) >= 16]
-
-
-def _payload_texts(node: object) -> list[str]:
-    """The decoded ``data`` of every Payload ({metadata, data}) inside a history's JSON."""
-    if isinstance(node, dict):
-        if "data" in node and "metadata" in node and isinstance(node["data"], str):
-            return [base64.b64decode(node["data"]).decode(errors="replace")]
-        return [t for v in node.values() for t in _payload_texts(v)]
-    if isinstance(node, list):
-        return [t for v in node for t in _payload_texts(v)]
-    return []
-
-
-async def scan_histories(temporal: Client, secrets: list[str]) -> tuple[int, list[str]]:
-    """Every workflow history on the server, as `temporal workflow show -o json` prints it,
-    searched for credentials. Returns (histories scanned, findings)."""
-    findings: list[str] = []
-    scanned = 0
-    async for wf in temporal.list_workflows():
-        history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-        text = history.to_json()
-        text += "\n".join(_payload_texts(json.loads(text)))  # payload data is base64 there
-        scanned += 1
-        findings += [f"{wf.id}: {m}" for m in SECRET_MARKERS if m in text]
-        findings += [f"{wf.id}: a credential value" for v in secrets if v in text]
-    return scanned, findings
-
-
 async def _calibrate(
     plane: LocalPlane, backend: KubeFleetBackend, secrets: Callable[[], list[str]]
 ) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int, Result]:
@@ -397,7 +345,9 @@ def test_calibration_converges_the_fleet_through_capi(
     try:
         result, wall, per_cluster, parent_events, cli = asyncio.run(
             _calibrate(
-                plane, backend, functools.partial(known_secrets, plane, worker_identity, mgmt)
+                plane,
+                backend,
+                functools.partial(known_secrets, plane, worker_identity, mgmt, (NS, CRASH_NS)),
             )
         )
         time.sleep(2)  # let the watch deliver the last write
@@ -521,56 +471,6 @@ CRASH_OPTIONS = CalibrationOptions(
 )
 
 
-class _LoggingBackend(KubeFleetBackend):
-    """Appends every version write to a file (fsynced), so writes survive a killed worker."""
-
-    def __init__(self, mgmt: Any, namespace: str, log: Path) -> None:
-        super().__init__(mgmt, namespace)
-        self._log = log
-
-    def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
-        super()._record(cluster, component, version, step_id, kind)
-        line = json.dumps(
-            {
-                "cluster": cluster,
-                "component": component,
-                "version": version,
-                "step": step_id,
-                "pid": os.getpid(),
-            }
-        )
-        with self._log.open("a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-
-async def _worker_main(address: str, kubeconfig: str, task_queue: str, log: str) -> None:
-    from temporalio.client import Client
-
-    client_ = await Client.connect(address)
-    backend = _LoggingBackend(api_client(kubeconfig), CRASH_NS, Path(log))
-    await build_worker(client_, backend, task_queue=task_queue).run()
-
-
-def _start_worker(
-    address: str, kubeconfig: Path, task_queue: str, log: Path
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.integration.test_calibration",
-            "worker",
-            address,
-            str(kubeconfig),
-            task_queue,
-            str(log),
-        ],
-        cwd=Path(__file__).resolve().parents[2],
-    )
-
-
 async def _crash_run(
     identity: WorkerIdentity, log: Path, secrets: Callable[[], list[str]]
 ) -> tuple[CalibrationProgress, list[str]]:
@@ -584,7 +484,7 @@ async def _crash_run(
     try:
         address = env.client.service_client.config.target_host
         task_queue = f"calibration-crash-{uuid.uuid4().hex[:8]}"
-        workers.append(_start_worker(address, identity.kubeconfig, task_queue, log))
+        workers.append(start_worker(address, identity.kubeconfig, CRASH_NS, task_queue, log))
         handle = await start_calibration(
             env.client,
             CalibrationInput(target=TARGET, options=CRASH_OPTIONS),
@@ -618,7 +518,9 @@ async def _crash_run(
                 workers[0].wait(30)
                 events.append(f"killed worker pid {workers[0].pid} during {rolling}")
                 killed = True
-                workers.append(_start_worker(address, identity.kubeconfig, task_queue, log))
+                workers.append(
+                    start_worker(address, identity.kubeconfig, CRASH_NS, task_queue, log)
+                )
                 events.append(f"restarted worker pid {workers[-1].pid}")
         result = await handle.result()
         events.append(f"finished after {time.monotonic() - began:.0f}s")
@@ -628,14 +530,7 @@ async def _crash_run(
         events.append(f"history scan: {scanned} histories, no credentials")
         return result, events
     finally:
-        for w in workers:
-            if w.poll() is None:
-                w.terminate()
-                try:
-                    w.wait(30)
-                except subprocess.TimeoutExpired:
-                    w.kill()
-                    w.wait(10)
+        stop_workers(workers)
         await env.shutdown()
 
 
@@ -658,14 +553,16 @@ def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
     log = tmp_path / "patches.jsonl"
     result, events = asyncio.run(
         _crash_run(
-            worker_identity, log, functools.partial(known_secrets, plane, worker_identity, mgmt)
+            worker_identity,
+            log,
+            functools.partial(known_secrets, plane, worker_identity, mgmt, (NS, CRASH_NS)),
         )
     )
     print("\n" + "\n".join(events))
     assert {c.name: c.state for c in result.clusters} == dict.fromkeys(
         CRASH_CLUSTERS, ClusterState.SUCCEEDED
     )
-    writes = [json.loads(line) for line in log.read_text().splitlines()]
+    writes = read_lines(log)
     print(f"version writes: {writes}")
     keys = [(w["cluster"], w["component"], w["version"]) for w in writes]
     assert len(keys) == len(set(keys)), f"a step was applied twice: {writes}"
@@ -696,7 +593,3 @@ def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
         )
         cluster = get(dyn, capi.CLUSTER, CRASH_NS, name)
         assert cluster["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
-
-
-if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    asyncio.run(_worker_main(*sys.argv[2:6]))
