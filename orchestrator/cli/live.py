@@ -198,7 +198,7 @@ def read_live(source: Source) -> Fleet:
     from kubernetes.config.config_exception import ConfigException
 
     from orchestrator.kube import inventory, workload
-    from orchestrator.kube.client import api_client, dynamic
+    from orchestrator.kube.client import api_client, dynamic, harden
     from orchestrator.kube.fleetmap import InventoryError
 
     kubeconfig = kubeconfig_path(source.kubeconfig)
@@ -210,7 +210,8 @@ def read_live(source: Source) -> Fleet:
     else:
         namespace = _context_namespace(kubeconfig, source.context)
     try:
-        api = api_client(kubeconfig, source.context)
+        # The worker's request rules: a timeout per attempt, bounded retries of 429/5xx/resets.
+        api = harden(api_client(kubeconfig, source.context))
     except (ConfigException, OSError, ValueError, TypeError) as err:
         fail(f"kubeconfig {clip_message(kubeconfig, 200)!r}: {clip_message(str(err), 200)}")
     server = str(api.configuration.host)
