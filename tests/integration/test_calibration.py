@@ -329,7 +329,15 @@ def test_calibration_converges_the_fleet_through_capi(
                 functools.partial(known_secrets, plane, worker_identity, mgmt, (NS,)),
             )
         )
-        time.sleep(2)  # let the watch deliver the last write
+        # The watch delivers what the API server stored on its own time: wait for the last
+        # decision the backend wrote (bounded), not for a fixed moment.
+        last = backend.placement_writes[-1][1] if backend.placement_writes else None
+        wait_for(
+            "the PlacementDecision watch to deliver the last decision written",
+            lambda: bool(decision_reasons) and decision_reasons[-1] == last,
+            60,
+            interval=0.5,
+        )
     finally:
         stop.set()
         watcher.join(timeout=30)
