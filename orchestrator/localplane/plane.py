@@ -456,8 +456,12 @@ class LocalPlane:
             raise
         extra["startedAt"] = time.time()
         extra["startSeconds"] = round(time.monotonic() - began, 2)
-        if ttl_seconds:
-            extra["watchdogPid"] = self._start_watchdog(ttl_seconds)
+        # A plane repaired without a TTL of its own keeps what was left of the one it had: a
+        # test or demo plane must not outlive its run because something repaired it.
+        ttl = ttl_seconds or _remaining(previous.get("watchdogDeadline"))
+        if ttl:
+            extra["watchdogPid"] = self._start_watchdog(ttl)
+            extra["watchdogDeadline"] = time.time() + ttl
         save_records(self.state_file, records, extra)
         progress(f"ready in {time.monotonic() - began:.1f}s; kubeconfig: {self.kubeconfig}")
         return self.status()
@@ -745,6 +749,13 @@ def _wait_openapi(api_url: str, tls: TLSClient, timeout: float, apiserver: Proce
             max(5.0, deadline - time.monotonic()),
             apiserver,
         )
+
+
+def _remaining(deadline: object) -> int:
+    """Whole seconds until ``deadline`` (epoch seconds), 0 when absent or past."""
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+        return 0
+    return max(0, int(deadline - time.time()))
 
 
 def _listening(port: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -69,3 +70,7 @@ def test_up_repairs_a_crashed_component(plane: LocalPlane) -> None:
     status = plane.status()
     assert status.healthy
     assert next(c for c in status.components if c.name == "capd").pid != capd.pid
+    # The repair kept the plane's TTL: a watchdog runs again (the session's plane must not
+    # outlive its run because a test repaired it).
+    watchdog = json.loads(plane.state_file.read_text()).get("watchdogPid")
+    assert isinstance(watchdog, int) and alive(watchdog), watchdog
