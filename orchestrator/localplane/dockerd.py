@@ -272,8 +272,13 @@ class DockerEngine:
             shutil.rmtree(self.state_dir)
 
 
+def _which(binary: str) -> str | None:
+    """``binary`` on PATH or in the sbin directories (root tools such as iptables live there)."""
+    return shutil.which(binary, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
 def _require(binary: str, hint: str) -> str:
-    path = shutil.which(binary, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    path = _which(binary)
     if path is None:
         raise PlaneError(f"{binary} not found on PATH ({hint})")
     return path
@@ -300,7 +305,7 @@ def parse_forward_policy(rules: str) -> str | None:
 
 def forward_policy() -> str | None:
     """The host's filter FORWARD policy now; None when iptables is missing or refuses."""
-    iptables = shutil.which("iptables", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    iptables = _which("iptables")
     if iptables is None:
         return None
     done = subprocess.run(
@@ -314,7 +319,7 @@ def restore_forward_policy(saved: str) -> bool:
     now = forward_policy()
     if now is None or now == saved or saved not in ("ACCEPT", "DROP"):
         return False
-    iptables = shutil.which("iptables", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    iptables = _which("iptables")
     done = subprocess.run(
         [str(iptables), "-P", "FORWARD", saved],
         capture_output=True, text=True, timeout=30, check=False,

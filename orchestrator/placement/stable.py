@@ -154,9 +154,9 @@ def weighted(
     if not kept or (not observed and not webster_consistent(kept, weights, caps, mins)):
         return None
     below = {
-        p: min(low, low if caps[p] is None else (caps[p] or 0))
-        for p, low in enumerate(mins)
-        if low > kept.get(p, 0) and (caps[p] is None or (caps[p] or 0) > kept.get(p, 0))
+        p: low if cap is None else min(low, cap)
+        for p, (low, cap) in enumerate(zip(mins, caps, strict=True))
+        if low > kept.get(p, 0) and (cap is None or cap > kept.get(p, 0))
     }
     if below:
         if not observed:
