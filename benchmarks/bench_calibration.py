@@ -413,7 +413,7 @@ def _start_worker(
 
 
 async def _worker_main(address: str, kubeconfig: str, task_queue: str, namespace: str) -> None:
-    from workflows.kube_backend import KubeFleetBackend  # noqa: PLC0415
+    from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 
     temporal = await Client.connect(address)
@@ -426,8 +426,8 @@ async def planned_waves(
 ) -> list[tuple[str, ...]]:
     """The waves the calibration will run, planned from the same inventory before it starts
     (progress keeps only counts per stage at scale)."""
+    from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
     from workflows.activities import plan_from_input  # noqa: PLC0415
-    from workflows.kube_backend import KubeFleetBackend  # noqa: PLC0415
 
     inventory = await KubeFleetBackend(mgmt, namespace).inventory()
     plan = plan_from_input(

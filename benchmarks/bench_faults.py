@@ -53,11 +53,12 @@ from benchmarks.bench_calibration import (
 )
 from orchestrator.domain.taints import SCHEDULABLE_LABEL
 from orchestrator.kube import capi
+from orchestrator.kube.backend.access import PatchRecord
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
 from workflows import search_attributes
 from workflows.client import start_calibration, status
-from workflows.kube_backend import KubeFleetBackend, PatchRecord
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
 from workflows.worker import build_worker
 

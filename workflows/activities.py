@@ -55,32 +55,34 @@ from orchestrator.domain.snapshot import (
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Effect, Taint, parse_time
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
-from orchestrator.placement import place
-from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
-from workflows import metrics
-from workflows.backend import (
+from orchestrator.kube.backend.port import (
     BackendError,
+    ClusterObservation,
+    ClusterRef,
+    ClusterReplicasInfo,
+    ComponentObservation,
     FleetBackend,
     InvalidObjectError,
     Inventory,
     NotAllowedError,
     NotFoundError,
+    PlacementDecisionInfo,
+    PlacementWrite,
     VersionChangedError,
 )
+from orchestrator.placement import place
+from orchestrator.planning import CalibrationPlan, at_version, plan_calibration
+from workflows import metrics
 from workflows.model import (
     SAMPLE_LIMIT,
     CalibrationGroup,
     CheckInput,
     CheckResult,
     ClusterLocation,
-    ClusterObservation,
     ClusterPlanInput,
     ClusterProgress,
-    ClusterRef,
-    ClusterReplicasInfo,
     ClusterState,
     ClusterUpgradePlan,
-    ComponentObservation,
     DropBlobInput,
     EvaluateInput,
     FindingInfo,
@@ -91,8 +93,6 @@ from workflows.model import (
     PatchControlPlaneInput,
     PatchResult,
     PatchWorkersInput,
-    PlacementDecisionInfo,
-    PlacementWrite,
     PlanInput,
     PlanRef,
     PlanSummary,

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.selectors import LabelSelector
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow
+    from orchestrator.kube.backend.port import ClusterRef
     from workflows import metrics, runstate, search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
     from workflows.model import (
@@ -74,7 +75,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterLocation,
         ClusterPlanInput,
         ClusterProgress,
-        ClusterRef,
         ClusterReport,
         ClusterState,
         ClusterUpgradeInput,

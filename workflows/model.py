@@ -18,6 +18,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from orchestrator.kube.backend.port import ClusterRef
+
 Component = Literal["controlPlane", "workers"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -133,14 +135,6 @@ class CalibrationOptions:
 # --------------------------------------------------------------------------------------------
 # Plan (output of the plan activity: recorded in history, so replays never re-plan)
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClusterRef:
-    """How activities name a cluster: ``namespace`` may be empty (the backend resolves names)."""
-
-    name: str
-    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -579,91 +573,6 @@ class CheckResult:
     """Findings (empty = compatible)."""
 
     findings: tuple[FindingInfo, ...] = ()
-
-
-# --------------------------------------------------------------------------------------------
-# What the backend reports (not workflow payloads, but plain data like them)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ComponentObservation:
-    """The control plane or one MachineDeployment as CAPI reports it.
-
-    ``version`` is the declared (spec) version; ``rolled_out`` applies CAPI's completion rules
-    for that version; ``failure`` is a terminal problem CAPI reports (empty when none).
-    ``versions`` are what actually runs: API server gitVersion(s) for the control plane, node
-    kubelet versions for a pool (empty when the workload cluster is unreachable).
-    """
-
-    name: str
-    version: str
-    rolled_out: bool
-    message: str = ""
-    failure: str = ""
-    versions: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TaintInfo:
-    """A taint as stored on the cluster."""
-
-    key: str
-    effect: TaintEffect
-    value: str = ""
-    time_added: str = ""
-
-
-@dataclass(frozen=True)
-class ClusterObservation:
-    """One cluster, read in one go by ``FleetBackend.observe``."""
-
-    cluster: ClusterRef
-    control_plane: ComponentObservation
-    pools: tuple[ComponentObservation, ...]
-    taints: tuple[TaintInfo, ...] = ()
-    topology: bool = True
-    reachable: bool = True
-
-    def pool(self, name: str) -> ComponentObservation | None:
-        """The MachineDeployment called ``name``, if present."""
-        for pool in self.pools:
-            if pool.name == name:
-                return pool
-        return None
-
-
-@dataclass(frozen=True)
-class ClusterReplicasInfo:
-    """One line of a PlacementDecision."""
-
-    cluster: str
-    replicas: int
-
-
-@dataclass(frozen=True)
-class PlacementDecisionInfo:
-    """A PlacementDecision to write (``calibrator.dev/v1alpha1``)."""
-
-    workload: str  # namespace/name
-    clusters: tuple[ClusterReplicasInfo, ...]
-    unschedulable: bool = False
-    reason: str = ""
-    # The workload's version the decision was computed from (``Inventory.workload_versions``):
-    # the write is a compare-and-swap on it; "" writes unconditionally.
-    resource_version: str = ""
-
-
-@dataclass(frozen=True)
-class PlacementWrite:
-    """What ``FleetBackend.write_placement`` did.
-
-    ``written``: decisions that differed from what was stored and were written; ``conflicts``:
-    workloads someone else changed since the inventory read them (nothing written for them).
-    """
-
-    written: tuple[str, ...] = ()
-    conflicts: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------

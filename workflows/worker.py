@@ -13,9 +13,9 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from orchestrator.kube.backend.port import FleetBackend
 from workflows import task_queues
 from workflows.activities import CalibrationActivities
-from workflows.backend import FleetBackend
 from workflows.calibration import ClusterUpgrade, FleetCalibration
 from workflows.continuous import ContinuousCalibration
 from workflows.payloads import strict_client

@@ -149,8 +149,8 @@ def register(app: typer.Typer) -> None:
 
         Serves Prometheus metrics (docs/observability.md); traces when OTEL_* variables say so.
         """
-        from workflows.backend import NotFoundError
-        from workflows.kube_backend import KubeFleetBackend
+        from orchestrator.kube.backend.fleet import KubeFleetBackend
+        from orchestrator.kube.backend.port import NotFoundError
         from workflows.worker import run_worker
 
         connection = resolve(temporal)  # bad connection settings fail before anything starts

@@ -221,10 +221,10 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
     from temporalio.testing import WorkflowEnvironment
 
     from orchestrator.cli.calibration import follow
+    from orchestrator.kube.backend.fleet import KubeFleetBackend
     from orchestrator.kube.client import api_client, dynamic
     from workflows import search_attributes
     from workflows.client import start_calibration
-    from workflows.kube_backend import KubeFleetBackend
     from workflows.model import CalibrationInput
     from workflows.worker import build_worker
 

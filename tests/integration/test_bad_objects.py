@@ -23,12 +23,12 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import FIELD_MANAGER, apply_all
 from orchestrator.kube.inventory import read_fleet
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import wait_for
-from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
 

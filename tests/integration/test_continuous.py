@@ -26,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
@@ -34,7 +35,6 @@ from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import schedules, search_attributes
 from workflows.client import status
 from workflows.continuous import ContinuousCalibration, calibration_id
-from workflows.kube_backend import KubeFleetBackend
 from workflows.model import CalibrationOptions, ContinuousResult, Timeouts
 from workflows.worker import build_worker
 

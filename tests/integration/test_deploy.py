@@ -20,10 +20,10 @@ from kubernetes import client
 
 from orchestrator.cli.live import kubeconfig_path
 from orchestrator.kube import client as kube_client
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import IN_CLUSTER, api_client
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.conftest import WorkerIdentity
-from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
 

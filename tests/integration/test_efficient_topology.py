@@ -27,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
@@ -40,7 +41,6 @@ from tests.workflows.harness import SERVER_STARTUP, binary_path
 from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import start_calibration, status
-from workflows.kube_backend import KubeFleetBackend
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,

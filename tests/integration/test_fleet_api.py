@@ -27,13 +27,12 @@ from kubernetes.dynamic import DynamicClient
 from orchestrator.cli import demo
 from orchestrator.domain.snapshot import load_snapshot, snapshot_from_mapping, snapshot_to_mapping
 from orchestrator.kube import fleetapi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
+from orchestrator.kube.backend.port import ClusterReplicasInfo, NotFoundError, PlacementDecisionInfo
 from orchestrator.kube.client import apply_all
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import wait_for
 from tests.workflows.recording_backend import RecordingKubeBackend
-from workflows.backend import NotFoundError
-from workflows.kube_backend import KubeFleetBackend
-from workflows.model import ClusterReplicasInfo, PlacementDecisionInfo
 
 pytestmark = pytest.mark.integration
 

@@ -43,12 +43,12 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from orchestrator.domain.snapshot import load_snapshot
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.inventory import read_fleet
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import machines, wait_for
-from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
 

@@ -27,6 +27,7 @@ from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
@@ -36,7 +37,6 @@ from tests.workflows.harness import SERVER_STARTUP, binary_path
 from tests.workflows.prometheus import Scrape, free_address, scrape, scrape_until
 from workflows import metrics, search_attributes, telemetry
 from workflows.client import start_calibration, status
-from workflows.kube_backend import KubeFleetBackend
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,

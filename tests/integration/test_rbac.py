@@ -16,10 +16,10 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from orchestrator.kube import capi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
+from orchestrator.kube.backend.port import NotFoundError
 from orchestrator.kube.client import dynamic
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from workflows.backend import NotFoundError
-from workflows.kube_backend import KubeFleetBackend
 
 pytestmark = pytest.mark.integration
 

@@ -51,9 +51,10 @@ from temporalio import activity
 from temporalio.client import Client
 
 from orchestrator.domain.taints import Effect
+from orchestrator.kube.backend.access import PatchRecord
+from orchestrator.kube.backend.fleet import KubeFleetBackend
+from orchestrator.kube.backend.port import ClusterObservation, ClusterRef
 from orchestrator.kube.client import api_client
-from workflows.kube_backend import KubeFleetBackend, PatchRecord
-from workflows.model import ClusterObservation, ClusterRef
 from workflows.worker import build_worker
 
 POINTS = ("placement", "before-patch", "patch", "wait", "untaint")

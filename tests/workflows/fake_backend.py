@@ -31,11 +31,12 @@ from orchestrator.domain.snapshot import (
 )
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Effect, Taint, with_taint, without_taint
 from orchestrator.domain.versions import KubeVersion
-from workflows.backend import Inventory, NotFoundError
-from workflows.model import (
+from orchestrator.kube.backend.port import (
     ClusterObservation,
     ClusterRef,
     ComponentObservation,
+    Inventory,
+    NotFoundError,
     PlacementDecisionInfo,
     PlacementWrite,
     TaintInfo,
@@ -70,7 +71,7 @@ class _Cluster:
 
 
 class InMemoryFleet:
-    """A fleet held in memory; implements ``workflows.backend.FleetBackend``."""
+    """A fleet held in memory; implements ``orchestrator.kube.backend.port.FleetBackend``."""
 
     def __init__(
         self, snapshot: FleetSnapshot, *, rollout_polls: int = 2, namespace: str = "fleet"

@@ -6,7 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from workflows.kube_backend import KubeFleetBackend, PatchRecord
+from orchestrator.kube.backend.access import PatchRecord
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 
 
 class RecordingKubeBackend(KubeFleetBackend):

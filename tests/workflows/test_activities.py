@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.snapshot import snapshot_to_mapping
+from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import cluster, in_memory, strategy
 from workflows.activities import (
@@ -21,7 +22,6 @@ from workflows.activities import (
 )
 from workflows.model import (
     ClusterPlanInput,
-    ClusterRef,
     LocateInput,
     PatchControlPlaneInput,
     PatchWorkersInput,

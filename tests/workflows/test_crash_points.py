@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.kube.backend.access import PatchRecord
 from tests.integration.worker_process import CrashingBackend, Point, read_lines
-from workflows.kube_backend import PatchRecord
 
 
 def _backend(tmp_path: Path, *points: Point) -> CrashingBackend:

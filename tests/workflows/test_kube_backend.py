@@ -19,18 +19,25 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
-from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
-from tests.orchestrator.kube.api_server import api_server
-from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from tests.workflows.recording_backend import RecordingKubeBackend
-from workflows import kube_backend, telemetry
-from workflows.backend import BackendError, InvalidObjectError, NotFoundError
-from workflows.kube_backend import (
+from orchestrator.kube.backend import blobs
+from orchestrator.kube.backend.port import (
+    BackendError,
+    ClusterRef,
+    ClusterReplicasInfo,
+    InvalidObjectError,
+    NotFoundError,
+    PlacementDecisionInfo,
+)
+from orchestrator.kube.backend.versions import (
     BYPASS_MARKER,
     STEP_ANNOTATION,
     UNSAFE_VERSION_ANNOTATION,
 )
-from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
+from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from tests.orchestrator.kube.api_server import api_server
+from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from tests.workflows.recording_backend import RecordingKubeBackend
+from workflows import telemetry
 
 REAL_NODES = workload.nodes  # before the autouse fixture replaces it
 
@@ -414,7 +421,7 @@ def test_inventory_versions_are_the_placement_preconditions() -> None:
 
 
 def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube_backend, "BLOB_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(blobs, "BLOB_CHUNK_BYTES", 1000)
     dyn = _fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     data = os.urandom(2500)  # incompressible: three chunks
@@ -441,7 +448,7 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
 def test_a_deleted_blob_leaves_no_chunk_and_chunk_zero_goes_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(kube_backend, "BLOB_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(blobs, "BLOB_CHUNK_BYTES", 1000)
     dyn = _fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     keep, drop = os.urandom(1500), os.urandom(2500)

@@ -19,6 +19,15 @@ from temporalio.testing import ActivityEnvironment
 
 from orchestrator.kube import client as kube_client
 from orchestrator.kube import workload
+from orchestrator.kube.backend.access import CONFLICT_RETRIES
+from orchestrator.kube.backend.port import (
+    BackendError,
+    InvalidObjectError,
+    NotAllowedError,
+    NotFoundError,
+    VersionChangedError,
+)
+from orchestrator.kube.backend.versions import STEP_ANNOTATION
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn, Resource
 from tests.workflows.recording_backend import RecordingKubeBackend
 from tests.workflows.test_kube_backend import REF, _fleet
@@ -30,14 +39,6 @@ from workflows.activities import (
     CalibrationActivities,
     classify,
 )
-from workflows.backend import (
-    BackendError,
-    InvalidObjectError,
-    NotAllowedError,
-    NotFoundError,
-    VersionChangedError,
-)
-from workflows.kube_backend import CONFLICT_RETRIES, STEP_ANNOTATION
 from workflows.model import PlanInput, PoolVersion, PreflightInput
 
 READY = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}

@@ -14,6 +14,7 @@ import pytest
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.harness import FAST
 from workflows.model import (
     AbortRequest,
@@ -22,7 +23,6 @@ from workflows.model import (
     CalibrationInput,
     CalibrationProgress,
     ClusterCommand,
-    ClusterRef,
     ClusterUpgradeInput,
     ClusterUpgradePlan,
     ContinuousInput,

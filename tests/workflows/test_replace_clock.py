@@ -7,9 +7,10 @@ import asyncio
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
-from workflows.model import ClusterRef, ReplaceInput
+from workflows.model import ReplaceInput
 
 DRAIN = {
     "key": "example.com/drain",

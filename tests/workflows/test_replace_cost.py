@@ -13,11 +13,12 @@ from typing import Any
 
 from temporalio.testing import ActivityEnvironment
 
+from orchestrator.kube.backend.port import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 from orchestrator.placement import place
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import cluster, in_memory
 from workflows.activities import CalibrationActivities, affected_workloads
-from workflows.model import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo, ReplaceInput
+from workflows.model import ReplaceInput
 
 FLOW = "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"  # served by v1.31, gone in v1.32
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.domain.errors import InputError
+from orchestrator.kube.tracing import request_route, request_spans
 from tests.workflows.prometheus import free_address, scrape
 from workflows import metrics, telemetry
 
@@ -225,7 +226,7 @@ def test_the_service_is_named_fleet_calibrator_unless_otel_says_otherwise(
     ],
 )
 def test_request_routes_hide_namespaces_and_names(url: str, route: str) -> None:
-    assert telemetry.request_route(url) == route
+    assert request_route(url) == route
 
 
 # ------------------------------------------------------------------------------- recorders
@@ -300,7 +301,7 @@ def test_a_failed_request_is_an_error_span_with_its_status() -> None:
     tracing = telemetry.start_tracing(telemetry.TracingSettings(), exporters=[exporter])
     assert tracing is not None
     with api_server() as api:
-        observe_requests(api, telemetry.request_spans(tracing.tracer))
+        observe_requests(api, request_spans(tracing.tracer))
         with pytest.raises(ApiException):
             client.CoreV1Api(api).read_namespaced_secret("c1-kubeconfig", "fleet")
     tracing.shutdown()

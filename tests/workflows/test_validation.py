@@ -10,11 +10,11 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory
 from workflows.calibration import ClusterUpgrade, FleetCalibration
 from workflows.model import (
     CalibrationInput,
-    ClusterRef,
     ClusterUpgradeInput,
     ClusterUpgradePlan,
     StepPlan,

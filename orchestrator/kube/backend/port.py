@@ -8,6 +8,12 @@ understood, the taint annotation contract, PlacementDecision writes, workload-cl
 through CAPI kubeconfig secrets) can then be swapped in without touching workflow code, and the
 workflow tests exercise the same activity code with an in-memory fleet.
 
+Where it lives: beside its Kubernetes implementation (``orchestrator.kube.backend``), because the
+layers point down only and the implementation sits below ``workflows``; the port must not be
+above what implements it. The module itself is pure (plain frozen dataclasses, a Protocol and
+exceptions; import-linter holds it to the pure contract), which is what lets the Temporal payloads
+(``workflows.model``) and deterministic workflow code name a cluster with ``ClusterRef``.
+
 Contract every implementation keeps:
 
 * ``observe`` reads one cluster in one go (Cluster, control plane, MachineDeployments, and when
@@ -48,7 +54,10 @@ from typing import Protocol
 
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.taints import Effect, Taint
-from workflows.model import ClusterObservation, ClusterRef, PlacementDecisionInfo, PlacementWrite
+
+# --------------------------------------------------------------------------------------------
+# Errors a backend raises on purpose
+# --------------------------------------------------------------------------------------------
 
 
 class BackendError(Exception):
@@ -73,6 +82,104 @@ class InvalidObjectError(BackendError):
 
 class VersionChangedError(BackendError):
     """Someone else declared another version while a step was writing its own."""
+
+
+# --------------------------------------------------------------------------------------------
+# What the activities name and what the backend reports (plain data, no logic)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """How activities name a cluster: ``namespace`` may be empty (the backend resolves names)."""
+
+    name: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class ComponentObservation:
+    """The control plane or one MachineDeployment as CAPI reports it.
+
+    ``version`` is the declared (spec) version; ``rolled_out`` applies CAPI's completion rules
+    for that version; ``failure`` is a terminal problem CAPI reports (empty when none).
+    ``versions`` are what actually runs: API server gitVersion(s) for the control plane, node
+    kubelet versions for a pool (empty when the workload cluster is unreachable).
+    """
+
+    name: str
+    version: str
+    rolled_out: bool
+    message: str = ""
+    failure: str = ""
+    versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaintInfo:
+    """A taint as stored on the cluster."""
+
+    key: str
+    effect: Effect
+    value: str = ""
+    time_added: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterObservation:
+    """One cluster, read in one go by ``FleetBackend.observe``."""
+
+    cluster: ClusterRef
+    control_plane: ComponentObservation
+    pools: tuple[ComponentObservation, ...]
+    taints: tuple[TaintInfo, ...] = ()
+    topology: bool = True
+    reachable: bool = True
+
+    def pool(self, name: str) -> ComponentObservation | None:
+        """The MachineDeployment called ``name``, if present."""
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        return None
+
+
+@dataclass(frozen=True)
+class ClusterReplicasInfo:
+    """One line of a PlacementDecision."""
+
+    cluster: str
+    replicas: int
+
+
+@dataclass(frozen=True)
+class PlacementDecisionInfo:
+    """A PlacementDecision to write (``calibrator.dev/v1alpha1``)."""
+
+    workload: str  # namespace/name
+    clusters: tuple[ClusterReplicasInfo, ...]
+    unschedulable: bool = False
+    reason: str = ""
+    # The workload's version the decision was computed from (``Inventory.workload_versions``):
+    # the write is a compare-and-swap on it; "" writes unconditionally.
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementWrite:
+    """What ``FleetBackend.write_placement`` did.
+
+    ``written``: decisions that differed from what was stored and were written; ``conflicts``:
+    workloads someone else changed since the inventory read them (nothing written for them).
+    """
+
+    written: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# The port
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

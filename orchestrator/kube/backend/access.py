@@ -1,0 +1,315 @@
+"""What the parts of ``KubeFleetBackend`` share: the clients, reads and patches, hooks, the call thread.
+
+``KubeAccess`` holds the management-cluster client (hardened: timeouts and bounded retries,
+``client.harden``), the resource cache and the workload-cluster clients, and runs every
+protocol call in a thread (``_call``). The concern classes (``inventory``, ``rollout``,
+``versions``, ``taints``, ``placement``, ``blobs``) derive from it and ``fleet.KubeFleetBackend``
+combines them, so every part sees the same client, lock and hooks.
+
+**Faults** (docs/decisions.md, "API faults"): every request has a timeout and transient
+failures (429 with its Retry-After, 5xx, resets, timeouts) are retried a bounded number of times
+inside the call (``client.harden``); 404s become ``NotFoundError``, 403s ``NotAllowedError``, an
+unusable FleetWorkload ``InvalidObjectError``; anything else propagates and is retried by
+Temporal. Nothing returned contains a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from orchestrator.domain.versions import KubeVersion, VersionError
+from orchestrator.kube import capi, workload
+from orchestrator.kube.backend.port import BackendError, ClusterRef, NotAllowedError, NotFoundError
+from orchestrator.kube.client import (
+    DEFAULT_REQUESTS,
+    RETRYABLE_ERRORS,
+    CallCancelled,
+    RequestObserver,
+    RequestPolicy,
+    dynamic,
+    harden,
+    list_pages,
+    observe_requests,
+    run_cancellable,
+)
+from orchestrator.kube.tracing import request_spans
+
+MERGE_PATCH = "application/merge-patch+json"
+CONFLICT_RETRIES = 5
+FORBIDDEN = 403
+REASON_LIMIT = 300
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def _status_code(err: BaseException) -> int | None:
+    status = getattr(err, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _refusal(err: BaseException) -> str:
+    """The API server's own words for a refused request (its Status message), clipped."""
+    message = ""
+    body = getattr(err, "body", None)
+    if body:
+        try:
+            message = str(json.loads(body).get("message") or "")
+        except (ValueError, TypeError, AttributeError):
+            message = ""
+    text = " ".join((message or str(getattr(err, "reason", "") or "")).split())
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    try:
+        return KubeVersion.parse(a) == KubeVersion.parse(b)
+    except VersionError:
+        return a == b
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    """A write of a version the backend performed (tests assert no step is applied twice)."""
+
+    cluster: str
+    component: str
+    version: str
+    step_id: str
+    kind: str
+
+
+class KubeAccess:
+    """The state and plumbing every part of ``KubeFleetBackend`` uses (see the module docstring)."""
+
+    def __init__(
+        self,
+        mgmt: Any,
+        namespace: str | None = None,
+        *,
+        dyn: Any = None,
+        tracer: Any = None,
+        requests: RequestPolicy = DEFAULT_REQUESTS,
+    ) -> None:
+        self._mgmt = mgmt
+        self._tracer = tracer
+        self._requests = requests
+        self._observer: RequestObserver | None = None
+        if tracer is not None:
+            self._observer = request_spans(tracer)
+            observe_requests(mgmt, self._observer)
+        if mgmt is not None:
+            # Outside the observer: every attempt is its own span, retries included.
+            harden(mgmt, requests, self.retried)
+        self._dyn = dyn if dyn is not None else dynamic(mgmt)
+        self._namespace = namespace
+        self._lock = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._workload_clients: dict[tuple[str, str], Any] = {}
+
+    def retried(self, method: str, url: str, why: str, delay: float) -> None:
+        """Called before a request is tried again (``client.harden``); a no-op here.
+
+        The client logs each retry; tests subclass the backend to count them.
+        """
+
+    def _res(self, kind: tuple[str, str]) -> Any:
+        with self._lock:
+            if kind not in self._resources:
+                self._resources[kind] = self._dyn.resources.get(api_version=kind[0], kind=kind[1])
+            return self._resources[kind]
+
+    def _list(
+        self, kind: tuple[str, str], namespace: str | None, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        return list_pages(self._res(kind), namespace=namespace, label_selector=label_selector)
+
+    def _get(self, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
+        try:
+            obj: dict[str, Any] = self._res(kind).get(name=name, namespace=namespace).to_dict()
+        except Exception as err:
+            if _status_code(err) == 404:
+                raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
+            raise
+        return obj
+
+    def _patch(
+        self, kind: tuple[str, str], namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            obj: dict[str, Any] = (
+                self._res(kind)
+                .patch(body=dict(body), name=name, namespace=namespace, content_type=MERGE_PATCH)
+                .to_dict()
+            )
+        except Exception as err:
+            if _status_code(err) == 404:
+                raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
+            raise
+        return obj
+
+    def _namespace_of(self, ref: ClusterRef) -> str:
+        if ref.namespace:
+            return ref.namespace
+        if self._namespace:
+            return self._namespace
+        found = [
+            c
+            for c in self._list(capi.CLUSTER, None)
+            if _meta(c).get("name") == ref.name and not _meta(c).get("deletionTimestamp")
+        ]
+        if not found:
+            raise NotFoundError(f"cluster {ref.name!r} not found")
+        if len(found) > 1:
+            raise NotFoundError(f"cluster {ref.name!r} exists in several namespaces: name one")
+        return str(_meta(found[0])["namespace"])
+
+    def _cluster(self, ref: ClusterRef) -> tuple[str, dict[str, Any]]:
+        ns = self._namespace_of(ref)
+        obj = self._get(capi.CLUSTER, ns, ref.name)
+        if _meta(obj).get("deletionTimestamp"):
+            raise NotFoundError(f"cluster {ns}/{ref.name} is being deleted")
+        return ns, obj
+
+    def _kcp_name(self, cluster: Mapping[str, Any]) -> str:
+        ref = (cluster.get("spec") or {}).get("controlPlaneRef") or {}
+        name = ref.get("name")
+        if not name:
+            raise NotFoundError(f"cluster {_meta(cluster).get('name')} has no controlPlaneRef yet")
+        return str(name)
+
+    def _workload_api(self, namespace: str, cluster: str) -> Any:
+        """A client of the workload cluster, or None while CAPI has not written its secret.
+
+        Reading the secret is a management-cluster call: a refusal is ``NotAllowedError`` (an
+        operator must bind the kubeconfig reader, deploy/rbac) and any other error status or a
+        transport failure propagates (Temporal retries); neither is "the workload cluster is
+        unreachable". A secret without a usable kubeconfig is (None), as before.
+        """
+        key = (namespace, cluster)
+        with self._lock:
+            api = self._workload_clients.get(key)
+        if api is None:
+            secret = f"Secret {namespace}/{cluster}-kubeconfig"
+            try:
+                api = workload.workload_client(self._mgmt, namespace, cluster)
+            except Exception as err:
+                status = _status_code(err)
+                if status == 404:
+                    return None
+                if status in (401, FORBIDDEN):
+                    raise NotAllowedError(
+                        f"not allowed to read {secret} ({_refusal(err) or status}): bind the "
+                        f"kubeconfig reader role in {namespace} (deploy/rbac)"
+                    ) from None
+                if status is not None or isinstance(err, (*RETRYABLE_ERRORS, CallCancelled)):
+                    raise
+                return None  # the secret holds no usable kubeconfig: unreachable, as reported
+            if self._observer is not None:
+                observe_requests(api, self._observer)
+            with self._lock:
+                self._workload_clients[key] = api
+        return api
+
+    def _nodes(self, namespace: str, cluster: str) -> dict[str, dict[str, Any]] | None:
+        """The workload cluster's Nodes, or None when it is not reachable."""
+        api = self._workload_api(namespace, cluster)
+        if api is None:
+            return None
+        try:
+            return workload.nodes(api)
+        except CallCancelled:
+            raise
+        except Exception:
+            with self._lock:
+                self._workload_clients.pop((namespace, cluster), None)
+            return None
+
+    def _record(self, cluster: str, component: str, version: str, step_id: str, kind: str) -> None:
+        with self._lock:  # activities run on threads: a subclass's records stay consistent
+            self.wrote_version(PatchRecord(cluster, component, version, step_id, kind))
+
+    def wrote_version(self, record: PatchRecord) -> None:
+        """Called after every version write; a no-op here.
+
+        Tests subclass the backend to count writes (no step may be applied twice). The worker
+        keeps nothing per write: a long-running worker must not grow with the writes it made.
+        """
+
+    def wrote_placements(self, workloads: Sequence[str], reason: str) -> None:
+        """Called after placement decisions were written; a no-op here (see ``wrote_version``)."""
+
+    @staticmethod
+    def _on_conflict(write: Callable[[list[str]], None]) -> None:
+        """Run a version write; on 409 re-read and re-decide (``write`` reads afresh each time).
+
+        A conflict is common and harmless (a controller touched the object between our read
+        and our write); the next pass either finds the version already declared (a write whose
+        answer was lost: nothing to do) or writes again on the new resourceVersion.
+        """
+        seen: list[str] = []
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                write(seen)
+                return
+            except Exception as err:
+                if _status_code(err) != 409 or attempt + 1 == CONFLICT_RETRIES:
+                    raise
+                log.info("version write conflicted (409); re-reading (attempt %d)", attempt + 1)
+
+    async def _call(
+        self, operation: str, attributes: Mapping[str, str | int], fn: Callable[[], T]
+    ) -> T:
+        """Run blocking client calls in a thread (with the caller's context, so spans nest).
+
+        When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
+        before its next request (``client.run_cancellable``), so it outlives the activity by at
+        most one request timeout. A 403 from the management cluster is ``NotAllowedError``.
+        """
+        cancel = threading.Event()
+
+        def body() -> T:
+            try:
+                return fn()
+            except BackendError:
+                raise
+            except Exception as err:
+                if _status_code(err) == FORBIDDEN:
+                    raise NotAllowedError(
+                        f"{operation}: the API server refused it: {_refusal(err) or 'Forbidden'}"
+                    ) from None
+                raise
+
+        def run() -> T:
+            if self._tracer is None:
+                return run_cancellable(body, cancel)
+            with self._tracer.start_as_current_span(f"kube.{operation}", attributes=attributes):
+                return run_cancellable(body, cancel)
+
+        try:
+            return await asyncio.to_thread(run)
+        finally:
+            cancel.set()  # a no-op once the thread is done
+
+    @staticmethod
+    def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {"calibrator.cluster": ref.name}
+        if ref.namespace:
+            attributes["k8s.namespace.name"] = ref.namespace
+        return attributes
