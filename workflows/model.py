@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from orchestrator.domain.upgradeplan import describe_step
 from orchestrator.domain.waves import MaintenanceWindow, Stage
 
 Component = Literal["controlPlane", "workers"]
@@ -171,10 +172,8 @@ class StepPlan:
     pools: tuple[PoolVersion, ...] = ()  # workers only: each pool with its expected from-version
 
     def describe(self) -> str:
-        """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5``."""
-        if self.component == "controlPlane":
-            return f"controlPlane -> {self.version}"
-        return f"workers {','.join(p.name for p in self.pools)} -> {self.version}"
+        """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5`` (the domain's spelling)."""
+        return describe_step(self.component, self.version, [p.name for p in self.pools])
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,14 @@ class PlanStep:
 
     def describe(self) -> str:
         """``controlPlane -> v1.32.0`` / ``workers md-0,md-1 -> v1.33.1``."""
-        if self.component == "controlPlane":
-            return f"controlPlane -> {self.version}"
-        return f"workers {','.join(self.pools)} -> {self.version}"
+        return describe_step(self.component, str(self.version), self.pools)
+
+
+def describe_step(component: Component, version: str, pools: Sequence[str]) -> str:
+    """How a step reads everywhere (preview, progress, history): one spelling for both models."""
+    if component == "controlPlane":
+        return f"controlPlane -> {version}"
+    return f"workers {','.join(pools)} -> {version}"
 
 
 def step_id(calibration_id: str, cluster: str, index: int, step: PlanStep) -> str:

@@ -187,9 +187,9 @@ def test_plan_json_equals_what_the_workflow_runs(
             )
             for s in planned.steps
         ]
-        assert [s.step_id for s in planned.steps] == list(
-            domain.plan_for(planned.cluster.name).step_ids("cal")
-        )
+        domain_plan = domain.plan_for(planned.cluster.name)
+        assert [s.step_id for s in planned.steps] == list(domain_plan.step_ids("cal"))
+        assert [s.describe() for s in planned.steps] == [s.describe() for s in domain_plan.steps]
         assert [s.index for s in planned.steps] == list(range(len(planned.steps)))
         # The pools the run's preflight expects are the snapshot's, untouched by planning.
         cluster = snapshot.cluster(planned.cluster.name)
