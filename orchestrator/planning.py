@@ -24,7 +24,13 @@ from orchestrator.domain.snapshot import (
 )
 from orchestrator.domain.upgradeplan import ClusterPlan, check_target, plan_cluster
 from orchestrator.domain.versions import KubeVersion
-from orchestrator.domain.waves import DEFAULT_STRATEGY, Rollout, Strategy, build_rollout
+from orchestrator.domain.waves import (
+    DEFAULT_STRATEGY,
+    MaintenanceWindow,
+    Rollout,
+    Strategy,
+    build_rollout,
+)
 from orchestrator.placement import place
 
 
@@ -59,6 +65,17 @@ class CalibrationPlan:
             if plan.cluster == name:
                 return plan
         raise InputError(f"cluster {name!r} is not part of this calibration")
+
+    def window_for(self, name: str) -> MaintenanceWindow | None:
+        """The maintenance window a planned cluster waits for (None = any time)."""
+        return self.rollout.windows.get(name)
+
+    def finding_actions(self) -> dict[str, int]:
+        """How many findings the calibration blocks on, moves, or leaves (already broken)."""
+        counts: dict[str, int] = {}
+        for verdict in self.findings:
+            counts[verdict.action] = counts.get(verdict.action, 0) + 1
+        return dict(sorted(counts.items()))
 
     def left_behind(self) -> tuple[str, ...]:
         """Clusters this calibration will not bring to the target: blocked or in no stage.
@@ -181,7 +198,7 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
     stage_of = {name: stage.name for stage in plan.rollout.stages for name in stage.clusters}
     clusters: list[dict[str, object]] = []
     for p in plan.clusters:
-        window = plan.rollout.windows.get(p.cluster)
+        window = plan.window_for(p.cluster)
         clusters.append(
             {
                 "name": p.cluster,
@@ -201,6 +218,8 @@ def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
                         "from": str(s.from_version),
                         "version": str(s.version),
                         "machineDeployments": list(s.pools),
+                        # Each moving pool's version before the step: the run's idempotency key.
+                        "machineDeploymentsFrom": {n: str(v) for n, v in s.pools_from},
                     }
                     for s in p.steps
                 ],

@@ -31,7 +31,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -86,9 +86,7 @@ from workflows.model import (
     DropBlobInput,
     EvaluateInput,
     FindingInfo,
-    FindingPlan,
     FleetPlan,
-    GroupPlan,
     LocateInput,
     PatchControlPlaneInput,
     PatchResult,
@@ -103,7 +101,6 @@ from workflows.model import (
     ReplaceInput,
     ReplaceResult,
     ScopeRef,
-    StagePlan,
     StageSummary,
     StepPlan,
     StepProgress,
@@ -119,7 +116,6 @@ from workflows.model import (
     WaveInput,
     WaveMember,
     WaveSlice,
-    WindowPlan,
 )
 
 T = TypeVar("T")
@@ -141,11 +137,6 @@ _BACKEND_ERROR_TYPES: tuple[tuple[type[BackendError], str], ...] = (
     (InvalidObjectError, INVALID_INPUT),
     (VersionChangedError, VERSION_CONFLICT),
 )
-
-
-def step_id(calibration_id: str, cluster: str, index: int, component: str, version: str) -> str:
-    """Stable id of a planned step: the same plan gives the same ids on every retry and replay."""
-    return f"{calibration_id}/{cluster}/{index:02d}-{component}-{version}"
 
 
 # Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
@@ -209,101 +200,78 @@ def load_strategy_document(document: dict[str, Any] | None) -> Strategy:
 
 
 def fleet_plan(
-    plan: CalibrationPlan,
-    snapshot: FleetSnapshot,
-    strategy: Strategy,
-    calibration_id: str,
-    namespaces: dict[str, str] | None = None,
+    plan: CalibrationPlan, calibration_id: str, namespaces: Mapping[str, str] | None = None
 ) -> FleetPlan:
-    """Convert the pure planner's result into the payload the workflows run.
+    """The domain plan as the workflows run it: a copy field by field, deciding nothing.
 
-    A plain serialisation: it adds only what execution needs and planning cannot know (step ids,
-    namespaces) and decides nothing. Steps carry the from-versions the domain planned (per pool
-    for worker steps: the idempotency key of a patch); stages and their approval gates are copied
-    as the domain rollout decided them -- deriving a gate here once made the run enforce a gate the
-    preview did not show. ``strategy`` is not consulted (the plan already applied it: gates,
-    windows, failure budget); the parameter stays so existing call sites keep their shape.
+    Everything is read from the domain plan as planning decided it: steps with their
+    from-versions (per pool for worker steps: the idempotency key of a patch) and their ids
+    (``step_id``), the pools and topology the plan starts from, each cluster's window, the
+    rollout's stages with their approval gates, soak and concurrency (``Stage`` itself), the
+    failure budget. Versions become text. Only the addressing planning cannot know is added: the
+    calibration id (in the step ids) and each cluster's namespace. Deriving anything here once
+    made the run enforce a gate the preview did not show.
     """
-    del strategy
     namespaces = namespaces or {}
-    clusters: list[ClusterUpgradePlan] = []
-    for cplan in plan.clusters:
-        cluster = snapshot.cluster(cplan.cluster)
-        steps = tuple(
-            StepPlan(
-                index,
-                step_id(calibration_id, cplan.cluster, index, step.component, str(step.version)),
-                step.component,
-                str(step.version),
-                str(step.from_version),
-                tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
-            )
-            for index, step in enumerate(cplan.steps)
+    clusters = tuple(
+        ClusterUpgradePlan(
+            cluster=ClusterRef(cplan.cluster, namespaces.get(cplan.cluster, "")),
+            control_plane_from=str(cplan.control_plane_from),
+            workers_from=None if cplan.workers_from is None else str(cplan.workers_from),
+            pools=tuple(PoolVersion(name, str(v)) for name, v in cplan.pools_from),
+            steps=tuple(
+                StepPlan(
+                    index,
+                    sid,
+                    step.component,
+                    str(step.version),
+                    str(step.from_version),
+                    tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
+                )
+                for index, (step, sid) in enumerate(
+                    zip(cplan.steps, cplan.step_ids(calibration_id), strict=True)
+                )
+            ),
+            topology=cplan.topology,
+            blocked=cplan.blocked,
+            reasons=cplan.reasons,
+            window=plan.window_for(cplan.cluster),
         )
-        window = plan.rollout.windows.get(cplan.cluster)
-        clusters.append(
-            ClusterUpgradePlan(
-                cluster=ClusterRef(cplan.cluster, namespaces.get(cplan.cluster, "")),
-                control_plane_from=str(cplan.control_plane_from),
-                workers_from=None if cplan.workers_from is None else str(cplan.workers_from),
-                pools=tuple(
-                    PoolVersion(md.name, str(md.version)) for md in cluster.machine_deployments
-                ),
-                steps=steps,
-                topology=cluster.topology,
-                blocked=cplan.blocked,
-                reasons=cplan.reasons,
-                window=None
-                if window is None
-                else WindowPlan(
-                    window.days, window.start_minute, window.duration_seconds, window.describe()
-                ),
-            )
-        )
-    stages = [
-        StagePlan(
-            name=stage.name,
-            groups=tuple(GroupPlan(g.name, g.waves) for g in stage.groups),
-            waves=stage.waves(),
-            max_concurrency=stage.max_concurrency,
-            soak_seconds=stage.soak_seconds,
-            approval=stage.approval,
-        )
-        for stage in plan.rollout.stages
-    ]
-    findings = tuple(
-        FindingPlan(
-            cluster=v.finding.cluster,
-            workload=v.finding.workload,
-            api=v.finding.api,
-            removed_in=v.finding.removed_in,
-            version=str(v.finding.version),
-            action=v.action,
-            destination=v.destination,
-        )
-        for v in plan.findings
+        for cplan in plan.clusters
     )
     return FleetPlan(
         target=str(plan.target),
         calibration_id=calibration_id,
-        clusters=tuple(clusters),
-        stages=tuple(stages),
+        clusters=clusters,
+        stages=plan.rollout.stages,
         unassigned=plan.rollout.unassigned,
-        findings=findings,
         max_failures=plan.rollout.max_failures,
+        finding_actions=plan.finding_actions(),
     )
 
 
-def plan_from_input(input: PlanInput) -> FleetPlan:
-    """Validate the inputs and plan (InputError on anything unusable)."""
-    if input.snapshot is None:
-        raise InputError("planning needs a snapshot (the plan_fleet activity reads the fleet)")
+def plan_fleet_of(
+    input: PlanInput,
+    snapshot: FleetSnapshot,
+    namespaces: Mapping[str, str],
+    scope: frozenset[str] | None = None,
+) -> FleetPlan:
+    """Plan ``snapshot`` as ``input`` says and make the payload: the plan activity's one path.
+
+    InputError on anything unusable (target, strategy, selector, an empty selection).
+    """
     target = KubeVersion.parse(input.target)
-    snapshot = snapshot_from_mapping(input.snapshot)
     strategy = load_strategy_document(input.strategy)
     selector = parse_selector_string(input.selector) if input.selector else None
-    plan = plan_calibration(snapshot, target, strategy, selector)
-    return fleet_plan(plan, snapshot, strategy, input.calibration_id, input.namespaces)
+    plan = plan_calibration(snapshot, target, strategy, selector, scope)
+    return fleet_plan(plan, input.calibration_id, namespaces)
+
+
+def plan_from_input(input: PlanInput) -> FleetPlan:
+    """Validate the inputs and plan the snapshot they carry (InputError on anything unusable)."""
+    if input.snapshot is None:
+        raise InputError("planning needs a snapshot (the plan_fleet activity reads the fleet)")
+    return plan_fleet_of(input, snapshot_from_mapping(input.snapshot), input.namespaces)
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,6 +324,24 @@ def decode_scope(data: bytes) -> list[str]:
     return names
 
 
+def planned_state(cplan: ClusterUpgradePlan, *, staged: bool) -> ClusterState:
+    """Where a cluster of a plan starts: blocked, up to date, in no stage, or pending in one."""
+    if cplan.blocked:
+        return ClusterState.BLOCKED
+    if not cplan.steps:
+        return ClusterState.UP_TO_DATE
+    return ClusterState.PENDING if staged else ClusterState.UNASSIGNED
+
+
+# Order of the summary's sample among the states a plan starts clusters in.
+_STATE_ORDER = {
+    ClusterState.BLOCKED: 0,
+    ClusterState.UNASSIGNED: 1,
+    ClusterState.PENDING: 2,
+    ClusterState.UP_TO_DATE: 3,
+}
+
+
 def summarize_plan(
     plan: FleetPlan, ref: PlanRef, skipped: Mapping[str, str] | None = None
 ) -> PlanSummary:
@@ -366,8 +352,8 @@ def summarize_plan(
     reasons), unassigned, the next to run (execution order), up to date. A small fleet is
     therefore shown whole from the start; a large one by counts plus what matters first.
     """
-    order = [n for s in plan.stages for w in s.waves for n in w]
-    stage_of = {n: s.name for s in plan.stages for w in s.waves for n in w}
+    order = [n for s in plan.stages for n in s.clusters]
+    stage_of = {n: s.name for s in plan.stages for n in s.clusters}
     rank_of_pending = {n: i for i, n in enumerate(order)}
     unassigned = set(plan.unassigned)
     counts: dict[str, int] = {}
@@ -387,14 +373,8 @@ def summarize_plan(
         )
     for cplan in plan.clusters:
         name = cplan.cluster.name
-        if cplan.blocked:
-            state, rank = ClusterState.BLOCKED, (0, 0)
-        elif not cplan.steps:
-            state, rank = ClusterState.UP_TO_DATE, (3, 0)
-        elif name in unassigned or name not in stage_of:
-            state, rank = ClusterState.UNASSIGNED, (1, 0)
-        else:
-            state, rank = ClusterState.PENDING, (2, rank_of_pending[name])
+        state = planned_state(cplan, staged=name in stage_of and name not in unassigned)
+        rank = (_STATE_ORDER[state], rank_of_pending[name] if state == ClusterState.PENDING else 0)
         counts[state.value] = counts.get(state.value, 0) + 1
         notable.append(
             (
@@ -405,7 +385,7 @@ def summarize_plan(
                     state=state,
                     from_version=cplan.control_plane_from,
                     target=plan.target,
-                    window="" if cplan.window is None else cplan.window.description,
+                    window="" if cplan.window is None else cplan.window.describe(),
                     steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps)
                     if state == ClusterState.PENDING
                     else (),
@@ -420,8 +400,8 @@ def summarize_plan(
         stages=tuple(
             StageSummary(
                 name=s.name,
-                waves=len(s.waves),
-                clusters=sum(len(w) for w in s.waves),
+                waves=len(s.waves()),
+                clusters=len(s.clusters),
                 max_concurrency=s.max_concurrency,
                 soak_seconds=s.soak_seconds,
                 approval=s.approval,
@@ -432,9 +412,9 @@ def summarize_plan(
         counts=counts,
         notable=tuple(p for _, p in notable[:SAMPLE_LIMIT]),
         unassigned=plan.unassigned[:SAMPLE_LIMIT],
-        findings=len(plan.findings),
+        findings=sum(plan.finding_actions.values()),
         max_failures=plan.max_failures,
-        finding_actions=dict(sorted(Counter(f.action for f in plan.findings).items())),
+        finding_actions=dict(plan.finding_actions),
     )
 
 
@@ -475,7 +455,7 @@ def _index(plan: FleetPlan) -> _LoadedPlan:
         {
             name: (si, wi)
             for si, stage in enumerate(plan.stages)
-            for wi, wave in enumerate(stage.waves)
+            for wi, wave in enumerate(stage.waves())
             for name in wave
         },
     )
@@ -648,12 +628,8 @@ class CalibrationActivities:
                 skipped = {}
                 snapshot = snapshot_from_mapping(input.snapshot)
                 namespaces = dict(input.namespaces)
-            target = KubeVersion.parse(input.target)
-            strategy = load_strategy_document(input.strategy)
-            selector = parse_selector_string(input.selector) if input.selector else None
             scope = None if input.scope is None else await self._scope(input.scope)
-            result = plan_calibration(snapshot, target, strategy, selector, scope)
-            plan = fleet_plan(result, snapshot, strategy, input.calibration_id, namespaces)
+            plan = plan_fleet_of(input, snapshot, namespaces, scope)
         except InputError as err:
             _invalid(str(err))
         digest, data = encode_plan(plan)
@@ -708,7 +684,7 @@ class CalibrationActivities:
         """Members ``offset`` .. ``offset + limit`` of one wave of a stored plan."""
         loaded = await self._load(input.plan)
         try:
-            names = loaded.plan.stages[input.stage].waves[input.wave]
+            names = loaded.plan.stages[input.stage].waves()[input.wave]
         except IndexError:
             _invalid(f"plan {input.plan.digest[:12]} has no stage {input.stage} wave {input.wave}")
         members = []
@@ -742,14 +718,9 @@ class CalibrationActivities:
         if cplan is None:
             return ClusterLocation(False)
         position = loaded.position.get(input.cluster)
-        if position is not None and not cplan.blocked and cplan.steps:
-            return ClusterLocation(True, position[0], position[1], ClusterState.PENDING.value)
-        if cplan.blocked:
-            state = ClusterState.BLOCKED
-        elif not cplan.steps:
-            state = ClusterState.UP_TO_DATE
-        else:
-            state = ClusterState.UNASSIGNED
+        state = planned_state(cplan, staged=position is not None)
+        if position is not None and state == ClusterState.PENDING:
+            return ClusterLocation(True, position[0], position[1], state.value)
         return ClusterLocation(True, state=state.value)
 
     # ---------------------------------------------------------------- preflight and taints

@@ -53,9 +53,13 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.domain.selectors import LabelSelector
+    # Domain types that are payloads themselves (a window is a ``MaintenanceWindow`` with its
+    # ``LabelSelector``): the SDK resolves their field types through the sandbox's ``sys.modules``
+    # when it decodes them, and only a module imported here by its own name is there (importing
+    # workflows.model is not enough). Without these, a planned window fails the workflow task.
+    from orchestrator.domain.selectors import LabelSelector, Requirement  # noqa: F401
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
-    from orchestrator.domain.waves import MaintenanceWindow
+    from orchestrator.domain.waves import MaintenanceWindow  # noqa: F401
     from orchestrator.kube.backend.port import ClusterRef
     from workflows import metrics, runstate, search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
@@ -106,18 +110,11 @@ with workflow.unsafe.imports_passed_through():
         WaitWorkersInput,
         WaveInput,
         WaveMember,
-        WindowPlan,
     )
     from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
 
 UPGRADING_EFFECT: TaintEffect = "NoSchedule"
 MIN_TIMER = timedelta(seconds=1)
-
-
-def _window(plan: WindowPlan | None) -> MaintenanceWindow | None:
-    if plan is None:
-        return None
-    return MaintenanceWindow(LabelSelector(), plan.days, plan.start_minute, plan.duration_seconds)
 
 
 def _short_options(options: CalibrationOptions) -> dict[str, Any]:
@@ -264,7 +261,7 @@ class ClusterUpgrade:
             state=ClusterState.PENDING,
             from_version=plan.control_plane_from,
             target=self._input.target,
-            window="" if plan.window is None else plan.window.description,
+            window="" if plan.window is None else plan.window.describe(),
             steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
         )
 
@@ -604,7 +601,7 @@ class ClusterUpgrade:
 
     async def _boundary(self) -> bool:
         """Between steps: honour pause, abort and the maintenance window. False = aborted."""
-        window = _window(self._plan.window)
+        window = self._plan.window
         while True:
             if self._abort_reason is not None:
                 return False
@@ -1145,7 +1142,7 @@ class FleetCalibration:
             stage=stage,
             from_version=member.from_version,
             target=self._progress.target,
-            window="" if member.window is None else member.window.description,
+            window="" if member.window is None else member.window.describe(),
             steps=steps,
         )
         if member.name in self._skip_ahead:  # counted as skipped when the operator asked
@@ -1174,7 +1171,7 @@ class FleetCalibration:
     async def _run_cluster(self, stage: str, name: str) -> None:
         """Start one cluster once the run may start it and its window is open; await its end."""
         member = self._members[name]
-        window = _window(member.window)
+        window = member.window
 
         def skipped() -> bool:
             return self._clusters[name].state == ClusterState.SKIPPED
@@ -1201,7 +1198,7 @@ class FleetCalibration:
             self._set_cluster(
                 name,
                 state=ClusterState.WAITING_FOR_WINDOW,
-                message=f"maintenance window {member.window.description if member.window else ''} "
+                message=f"maintenance window {member.window.describe() if member.window else ''} "
                 f"opens {opening:%Y-%m-%d %H:%M} UTC",
             )
             with contextlib.suppress(TimeoutError):
@@ -1247,7 +1244,7 @@ class FleetCalibration:
                     [f"Calibration `{workflow.info().workflow_id}`, stage {stage}", ""]
                     + [f"{i + 1}. {d}" for i, d in enumerate(member.steps)]
                     + (
-                        [f"\nMaintenance window: {member.window.description}"]
+                        [f"\nMaintenance window: {member.window.describe()}"]
                         if member.window
                         else []
                     )

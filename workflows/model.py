@@ -4,9 +4,11 @@ Why a separate module of frozen dataclasses:
 
 * one dataclass per call (Temporal convention) lets fields be added later without breaking
   running workflows or histories: new fields get defaults, old payloads still decode;
-* payloads hold strings, numbers and tuples only (versions as ``v1.33.5`` text, times as aware
-  datetimes), never domain objects, so the JSON in history is readable in the UI and stable
-  when the domain classes change;
+* payloads hold strings, numbers and tuples (versions as ``v1.33.5`` text, times as aware
+  datetimes), so the JSON in history is readable in the UI; domain types the SDK's JSON carries
+  as they are (only strings, numbers and tuples inside: ``Stage``, ``Group``,
+  ``MaintenanceWindow``) are the payload themselves, never copied into look-alike classes (see
+  docs/decisions.md, "One plan model");
 * secrets never appear here: clusters are named by ``name`` (+ ``namespace``), and the backend
   finds credentials itself.
 """
@@ -18,6 +20,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from orchestrator.domain.upgradeplan import describe_step
+from orchestrator.domain.waves import MaintenanceWindow, Stage
 from orchestrator.kube.backend.port import ClusterRef
 
 Component = Literal["controlPlane", "workers"]
@@ -161,20 +165,8 @@ class StepPlan:
     pools: tuple[PoolVersion, ...] = ()  # workers only: each pool with its expected from-version
 
     def describe(self) -> str:
-        """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5``."""
-        if self.component == "controlPlane":
-            return f"controlPlane -> {self.version}"
-        return f"workers {','.join(p.name for p in self.pools)} -> {self.version}"
-
-
-@dataclass(frozen=True)
-class WindowPlan:
-    """A weekly UTC maintenance window (see ``orchestrator.domain.waves.MaintenanceWindow``)."""
-
-    days: tuple[int, ...]
-    start_minute: int
-    duration_seconds: int
-    description: str = ""
+        """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5`` (the domain's spelling)."""
+        return describe_step(self.component, self.version, [p.name for p in self.pools])
 
 
 @dataclass(frozen=True)
@@ -189,40 +181,7 @@ class ClusterUpgradePlan:
     topology: bool = True
     blocked: bool = False
     reasons: tuple[str, ...] = ()
-    window: WindowPlan | None = None
-
-
-@dataclass(frozen=True)
-class GroupPlan:
-    """Clusters of a stage that roll side by side with its other groups."""
-
-    name: str
-    waves: tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """A stage: waves run in order, a wave's clusters at once; soak after; optional approval gate."""
-
-    name: str
-    groups: tuple[GroupPlan, ...]
-    waves: tuple[tuple[str, ...], ...]
-    max_concurrency: int
-    soak_seconds: int
-    approval: bool
-
-
-@dataclass(frozen=True)
-class FindingPlan:
-    """A compatibility finding of the plan and what the calibration does about it."""
-
-    cluster: str
-    workload: str
-    api: str
-    removed_in: str
-    version: str
-    action: str  # block | move | none
-    destination: str | None = None
+    window: MaintenanceWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -231,13 +190,17 @@ class FleetPlan:
 
     target: str
     clusters: tuple[ClusterUpgradePlan, ...]
-    stages: tuple[StagePlan, ...]
+    stages: tuple[Stage, ...]  # the domain rollout's stages as they are
     unassigned: tuple[str, ...] = ()
-    findings: tuple[FindingPlan, ...] = ()
     max_failures: int = 0
     # The calibration that owns the stored plan: it makes the digest unique per calibration, so
     # the calibration may delete its plan when it ends without breaking another one's.
     calibration_id: str = ""
+    # Compatibility findings by action (``CalibrationPlan.finding_actions``): the run acts on
+    # them through each cluster's block and through placement, so it keeps only the counts (the
+    # findings themselves are what ``calibrator check`` shows). Plans stored before this field
+    # held a ``findings`` list, which decoding ignores.
+    finding_actions: dict[str, int] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterUpgradePlan:
         """The plan of one cluster (KeyError if unknown)."""
@@ -345,7 +308,7 @@ class WaveMember:
     name: str
     from_version: str
     steps: tuple[str, ...]  # step descriptions, for the child's static details
-    window: WindowPlan | None = None
+    window: MaintenanceWindow | None = None
     step_ids: tuple[str, ...] = ()
 
 

@@ -50,6 +50,7 @@ from workflows.model import (
     CalibrationInput,
     ClusterCommand,
     ClusterUpgradeInput,
+    ClusterUpgradePlan,
     ContinuousInput,
     Decision,
     PauseRequest,
@@ -74,8 +75,10 @@ REQUEST_TYPES: tuple[type, ...] = (
 )
 STRICT_TYPES = frozenset(INPUT_TYPES + REQUEST_TYPES)
 # Written by our own worker for continue-as-new: a field a later version drops must not fail
-# the continued run, so unknown fields are not looked for below these (types still are).
-OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint")})
+# the continued run, so unknown fields are not looked for below these (types still are). A
+# child's inline plan is checked strictly except its window: windows written before the payload's
+# window became the domain ``MaintenanceWindow`` carry a ``description`` it no longer has.
+OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterUpgradePlan, "window")})
 
 
 def _invalid(hint: type, message: str) -> ApplicationError:

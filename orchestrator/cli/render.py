@@ -162,7 +162,7 @@ def plan_table(
             "[red]yes[/]" if p.blocked else "no",
         ]
         if wide:
-            window = plan.rollout.windows.get(p.cluster)
+            window = plan.window_for(p.cluster)
             row += [
                 str(wave_of.get(p.cluster, "-")),
                 "any time" if window is None else window.describe(),

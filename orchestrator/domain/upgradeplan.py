@@ -18,7 +18,7 @@ skew policy, for our plans and for plans users hand us alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.domain.errors import InputError
@@ -57,14 +57,34 @@ class PlanStep:
 
     def describe(self) -> str:
         """``controlPlane -> v1.32.0`` / ``workers md-0,md-1 -> v1.33.1``."""
-        if self.component == "controlPlane":
-            return f"controlPlane -> {self.version}"
-        return f"workers {','.join(self.pools)} -> {self.version}"
+        return describe_step(self.component, str(self.version), self.pools)
+
+
+def describe_step(component: Component, version: str, pools: Sequence[str]) -> str:
+    """How a step reads everywhere (preview, progress, history): one spelling for both models."""
+    if component == "controlPlane":
+        return f"controlPlane -> {version}"
+    return f"workers {','.join(pools)} -> {version}"
+
+
+def step_id(calibration_id: str, cluster: str, index: int, step: PlanStep) -> str:
+    """Stable id of a planned step: ``<calibration>/<cluster>/<index>-<component>-<version>``.
+
+    The same plan gives the same ids on every retry and replay; the id travels with every
+    activity of the step, so the backend recognises a step it already applied.
+    """
+    return f"{calibration_id}/{cluster}/{index:02d}-{step.component}-{step.version}"
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterPlan:
-    """Everything needed to upgrade one cluster, or why it must not be upgraded."""
+    """Everything needed to upgrade one cluster, or why it must not be upgraded.
+
+    ``pools_from`` is every MachineDeployment with its version before the plan and ``topology``
+    whether the cluster is managed through a ClusterClass topology: the state the plan starts
+    from, which the run's preflight checks. They belong to the plan so the workflow payload copies
+    them instead of reading the snapshot again.
+    """
 
     cluster: str
     target: KubeVersion
@@ -75,6 +95,8 @@ class ClusterPlan:
     steps: tuple[PlanStep, ...]
     blocked: bool = False
     reasons: tuple[str, ...] = ()
+    pools_from: tuple[tuple[str, KubeVersion], ...] = ()
+    topology: bool = True
 
     @property
     def needs_upgrade(self) -> bool:
@@ -87,17 +109,11 @@ class ClusterPlan:
 
     def with_block(self, reasons: Sequence[str]) -> ClusterPlan:
         """The same plan marked blocked with extra reasons (steps kept for display)."""
-        return ClusterPlan(
-            self.cluster,
-            self.target,
-            self.control_plane_from,
-            self.control_plane_steps,
-            self.workers_from,
-            self.worker_steps,
-            self.steps,
-            True,
-            (*self.reasons, *reasons),
-        )
+        return replace(self, blocked=True, reasons=(*self.reasons, *reasons))
+
+    def step_ids(self, calibration_id: str) -> tuple[str, ...]:
+        """The ids of the steps in execution order (see ``step_id``)."""
+        return tuple(step_id(calibration_id, self.cluster, i, s) for i, s in enumerate(self.steps))
 
 
 # ------------------------------------------------------------------------------------------
@@ -359,6 +375,8 @@ def plan_cluster(
         steps=steps,
         blocked=bool(reasons),
         reasons=tuple(reasons),
+        pools_from=tuple((md.name, md.version) for md in cluster.machine_deployments),
+        topology=cluster.topology,
     )
 
 

@@ -33,13 +33,15 @@ class StrategyError(InputError):
 class MaintenanceWindow:
     """Weekly window in UTC: on ``days`` from ``start_minute`` for ``duration_seconds``.
 
-    A window may run past midnight; it then stays open into the next day.
+    A window may run past midnight; it then stays open into the next day. ``selector`` says
+    which clusters the strategy's window applies to; a planned cluster's window (in the rollout
+    and the workflow payload) is the one that matched it, and only its times matter there.
     """
 
-    selector: LabelSelector
     days: tuple[int, ...]
     start_minute: int
     duration_seconds: int
+    selector: LabelSelector = LabelSelector()
 
     def is_open(self, at: datetime) -> bool:
         """Is ``at`` (timezone-aware) inside the window?"""
@@ -325,10 +327,10 @@ def _window(raw: object, where: str) -> MaintenanceWindow:
     if not 0 < duration <= 7 * 86400:
         raise StrategyError(f"{where}.duration: must be between 1s and 7d")
     return MaintenanceWindow(
-        _selector(data.get("selector"), f"{where}.selector"),
         tuple(sorted(days)),
         int(hh) * 60 + int(mm),
         duration,
+        _selector(data.get("selector"), f"{where}.selector"),
     )
 
 

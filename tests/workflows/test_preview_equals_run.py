@@ -5,6 +5,11 @@ activity. Before the domain rollout owned the approval gates, the conversion add
 ``approvalAfter`` gate on its own and the preview did not show it. This property runs both paths
 on generated fleets and strategies and compares everything the run obeys: gates, stage order,
 waves, concurrency, soak, windows, per-cluster steps and blocks.
+
+Since the payload's stages are the domain ``Stage`` and its windows the domain
+``MaintenanceWindow``, the comparison also covers cluster order, stage membership, group names,
+the from-versions the run starts from (control plane, oldest pool, each moving pool of a step),
+step ids (the domain's ``step_ids``) and the compatibility verdicts (by action, and blocks).
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from orchestrator.domain.durations import format_duration
 from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import load_strategy
-from orchestrator.planning import plan_calibration, plan_to_json
+from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json
 from workflows.activities import plan_from_input
 from workflows.model import PlanInput
 
 VERSIONS = ["v1.31.13", "v1.32.9", "v1.33.5", "v1.34.2", "v1.35.0"]
 ENVS = ["dev", "staging", "prod"]
+ZONES = ["a", "b"]
 CANARY = "calibrator.dev/canary"
 
 
@@ -33,8 +39,8 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
     clusters = []
     for i in range(draw(st.integers(1, 7))):
         cp = draw(st.integers(0, len(VERSIONS) - 1))
-        workers = draw(st.integers(max(0, cp - 3), cp))
-        labels = {"env": draw(st.sampled_from(ENVS))}
+        pools = draw(st.lists(st.integers(max(0, cp - 3), cp), min_size=0, max_size=2))
+        labels = {"env": draw(st.sampled_from(ENVS)), "zone": draw(st.sampled_from(ZONES))}
         if draw(st.booleans()):
             labels[CANARY] = "true"
         clusters.append(
@@ -42,10 +48,25 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
                 "name": f"c{i}",
                 "labels": labels,
                 "controlPlane": {"version": VERSIONS[cp]},
-                "machineDeployments": [{"name": "md-0", "version": VERSIONS[workers]}],
+                "machineDeployments": [
+                    {"name": f"md-{j}", "version": VERSIONS[w]} for j, w in enumerate(pools)
+                ],
             }
         )
-    return {"availableVersions": VERSIONS, "clusters": clusters}
+    # A workload on some clusters whose API v1.32 removes: the plan blocks or moves it.
+    hosts = draw(st.lists(st.sampled_from([c["name"] for c in clusters]), max_size=2, unique=True))
+    workloads = [
+        {
+            "name": "tuner",
+            "apis": ["flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"],
+            "placement": {
+                "clusters": hosts,
+                "clusterAffinity": {"matchLabels": {"env": draw(st.sampled_from(ENVS))}},
+                "maxClusters": 1,
+            },
+        }
+    ]
+    return {"availableVersions": VERSIONS, "clusters": clusters, "workloads": workloads}
 
 
 @st.composite
@@ -66,6 +87,16 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
         {
             "name": name,
             **({"selector": {"matchLabels": {"env": name}}} if draw(st.booleans()) else {}),
+            **(
+                {
+                    "groups": [
+                        {"name": f"zone-{z}", "selector": {"matchLabels": {"zone": z}}}
+                        for z in ZONES
+                    ]
+                }
+                if draw(st.booleans())
+                else {}
+            ),
             "maxConcurrency": draw(st.integers(1, 3)),
             "soak": draw(soak),
             "approval": draw(st.booleans()),
@@ -95,37 +126,84 @@ def test_plan_json_equals_what_the_workflow_runs(
     if any(target_version < c.control_plane.version for c in snapshot.clusters):
         return  # a downgrade is bad input for both paths
     # The CLI path: the strategy file as YAML, parsed like `calibrator plan --strategy F`.
-    preview = plan_to_json(
-        plan_calibration(snapshot, target_version, load_strategy(yaml.safe_dump(strategy_doc)))
-    )
+    domain = plan_calibration(snapshot, target_version, load_strategy(yaml.safe_dump(strategy_doc)))
+    preview = plan_to_json(domain)
+    checked = findings_to_json(domain)
     run = plan_from_input(PlanInput("cal", target, fleet, strategy_doc))
 
+    assert preview["target"] == run.target
     assert preview["approvalGates"] == [s.name for s in run.stages if s.approval]
     assert preview["maxFailures"] == run.max_failures == strategy_doc["maxFailures"]
     assert [
-        (s["name"], [w for g in s["groups"] for w in g["waves"]], s["maxConcurrency"], s["soak"])
+        (
+            s["name"],
+            [g["name"] for g in s["groups"]],
+            [w for g in s["groups"] for w in g["waves"]],
+            s["maxConcurrency"],
+            s["soak"],
+            s["approval"],
+        )
         for s in preview["stages"]  # type: ignore[attr-defined]
     ] == [
         (
             s.name,
+            [g.name for g in s.groups],
             [list(w) for g in s.groups for w in g.waves],
             s.max_concurrency,
             format_duration(s.soak_seconds),
+            s.approval,
         )
         for s in run.stages
     ]
-    assert preview["waves"] == [list(w) for s in run.stages for w in s.waves]
+    assert preview["waves"] == [list(w) for s in run.stages for w in s.waves()]
     assert preview["unassigned"] == list(run.unassigned)
+    assert [c["name"] for c in preview["clusters"]] == [  # type: ignore[attr-defined]
+        c.cluster.name for c in run.clusters
+    ]
+    stage_of = {n: s.name for s in run.stages for n in s.clusters}
     for shown in preview["clusters"]:  # type: ignore[attr-defined]
         planned = run.cluster(shown["name"])
+        assert shown["stage"] == stage_of.get(planned.cluster.name)
         assert shown["blocked"] == planned.blocked
         assert shown["reasons"] == list(planned.reasons)
+        assert shown["controlPlane"]["from"] == planned.control_plane_from
+        assert shown["workers"]["from"] == planned.workers_from
         assert [
-            (o["component"], o["from"], o["version"], o["machineDeployments"])
+            (
+                o["component"],
+                o["from"],
+                o["version"],
+                o["machineDeployments"],
+                o["machineDeploymentsFrom"],
+            )
             for o in shown["order"]
         ] == [
-            (s.component, s.from_version, s.version, [p.name for p in s.pools])
+            (
+                s.component,
+                s.from_version,
+                s.version,
+                [p.name for p in s.pools],
+                {p.name: p.version for p in s.pools},
+            )
             for s in planned.steps
         ]
-        window = None if planned.window is None else planned.window.description
+        domain_plan = domain.plan_for(planned.cluster.name)
+        assert [s.step_id for s in planned.steps] == list(domain_plan.step_ids("cal"))
+        assert [s.describe() for s in planned.steps] == [s.describe() for s in domain_plan.steps]
+        assert [s.index for s in planned.steps] == list(range(len(planned.steps)))
+        # The pools the run's preflight expects are the snapshot's, untouched by planning.
+        cluster = snapshot.cluster(planned.cluster.name)
+        assert [(p.name, p.version) for p in planned.pools] == [
+            (md.name, str(md.version)) for md in cluster.machine_deployments
+        ]
+        assert planned.topology == cluster.topology
+        window = None if planned.window is None else planned.window.describe()
         assert shown["maintenanceWindow"] == window
+    actions: dict[str, int] = {}
+    for f in checked["findings"]:  # type: ignore[attr-defined]
+        actions[f["action"]] = actions.get(f["action"], 0) + 1
+    assert run.finding_actions == dict(sorted(actions.items()))
+    # A "block" verdict is the run's block: the cluster carries it, with the preview's reason.
+    for f in checked["findings"]:  # type: ignore[attr-defined]
+        if f["action"] == "block":
+            assert run.cluster(f["cluster"]).blocked

@@ -641,3 +641,18 @@ def test_every_intermediate_state_of_every_plan_is_legal(
             plan.worker_steps or all(md.version == target for md in c.machine_deployments)
         )
     assert validate_plan(c, target, plan.control_plane_steps, plan.worker_steps, available) == []
+
+
+def test_a_plan_carries_where_it_starts_and_its_step_ids() -> None:
+    # What the run's preflight expects and its idempotency keys come from the plan, not from a
+    # second read of the snapshot or a formula elsewhere.
+    plan = plan_cluster(cluster("v1.32.0", "v1.31.1", "v1.32.0"), V("v1.33.1"), [V(v) for v in STD])
+    assert plan.pools_from == (("md-0", V("v1.31.1")), ("md-1", V("v1.32.0")))
+    assert plan.topology is True
+    assert plan.step_ids("cal") == (
+        "cal/c/00-controlPlane-v1.33.1",
+        "cal/c/01-workers-v1.33.1",
+    )
+    blocked = plan.with_block(["no"])
+    assert blocked.blocked and blocked.pools_from == plan.pools_from
+    assert blocked.reasons == (*plan.reasons, "no")

@@ -109,12 +109,12 @@ SAT_0300 = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)  # a Saturday
     ],
 )
 def test_window_is_open(at: datetime, open_: bool) -> None:
-    window = MaintenanceWindow(LabelSelector(), (5, 6), 120, 4 * 3600)
+    window = MaintenanceWindow((5, 6), 120, 4 * 3600)
     assert window.is_open(at) is open_
 
 
 def test_window_over_midnight_and_next_opening() -> None:
-    window = MaintenanceWindow(LabelSelector(), (4,), 22 * 60, 4 * 3600)  # Fri 22:00 for 4h
+    window = MaintenanceWindow((4,), 22 * 60, 4 * 3600)  # Fri 22:00 for 4h
     assert window.is_open(datetime(2026, 12, 5, 1, 0, tzinfo=UTC))  # Saturday 01:00
     assert window.next_opening(datetime(2026, 12, 2, 12, 0, tzinfo=UTC)) == datetime(
         2026, 12, 4, 22, 0, tzinfo=UTC
