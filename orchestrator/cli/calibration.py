@@ -12,11 +12,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from orchestrator.cli.live import kubeconfig_path
 from orchestrator.cli.output import Format, emit, fail, new_table
@@ -28,6 +26,10 @@ from orchestrator.cli.temporal import (
     connection_options,
     resolve,
 )
+
+if TYPE_CHECKING:  # Rich only when a command prints for people
+    from rich.console import Console
+    from rich.table import Table
 
 T = TypeVar("T")
 
@@ -168,6 +170,8 @@ def register(app: typer.Typer) -> None:
                 client = await _client(
                     temporal, runtime=telemetry.runtime, interceptors=telemetry.interceptors
                 )
+                from rich.console import Console
+
                 Console(stderr=True).print(
                     f"worker connected to {connection.describe()}; {telemetry.describe()}; "
                     "Ctrl-C to stop"
@@ -352,6 +356,8 @@ def register(app: typer.Typer) -> None:
             doc: dict[str, Any] = json.loads(json.dumps(asdict(ack), default=str))
             return doc
 
+        from rich.console import Console
+
         Console().print(_control(main))
 
 
@@ -366,6 +372,7 @@ async def follow(
     """
     import asyncio
 
+    from rich.console import Console
     from rich.live import Live
 
     from workflows import client as wc

@@ -24,13 +24,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from orchestrator.cli.output import console, fail
 from orchestrator.cli.telemetry import MetricsAddressOpt, worker_telemetry
+
+if TYPE_CHECKING:  # Rich only when a command prints for people
+    from rich.console import Console
 
 NAMESPACE_PREFIX = "calibrator-demo-"
 # Demos before per-run namespaces used one fixed namespace; it is removed like the others.

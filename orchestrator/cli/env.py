@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail
+
+if TYPE_CHECKING:  # Rich only when a command prints for people
+    from rich.console import Console
 
 env_app = typer.Typer(
     help="Local management plane: etcd, kube-apiserver and real CAPI controllers."
@@ -33,6 +34,8 @@ def _plane(state_dir: Path | None):  # type: ignore[no-untyped-def]
 
 
 def _status_table(con: Console, doc: dict[str, object]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"Local management plane ({doc['stateDir']})")
     for col in ("Component", "PID", "Running", "Healthy", "Endpoint"):
         table.add_column(col)
@@ -65,6 +68,8 @@ def up(
     from orchestrator.localplane.processes import PlaneError
 
     plane = _plane(state_dir)
+    from rich.console import Console
+
     con = Console(stderr=True)
     try:
         with con.status("starting local management plane") as live:

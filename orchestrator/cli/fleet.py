@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from orchestrator.cli.output import Format, emit, fail
+
+if TYPE_CHECKING:  # Rich only when a command prints for people
+    from rich.console import Console
 
 fleet_app = typer.Typer(help="Provision the fleet declared by a Pulumi stack (infra/).")
 
@@ -60,6 +61,8 @@ def _run(
         if not kubeconfig.exists():
             fail(f"no local plane kubeconfig at {kubeconfig}: run `calibrator env up` first")
     fleet = FleetStack(stack, kubeconfig, state_dir or default_state_dir(), policy=policy)
+    from rich.console import Console
+
     con = Console(stderr=True, highlight=False)
     try:
         with con.status(f"pulumi {action} ({stack})") as live:
@@ -81,6 +84,8 @@ def _run(
 
 
 def _table(con: Console, action: str, doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"pulumi {action}: stack {doc['stack']}")
     table.add_column("Operation")
     table.add_column("Resources", justify="right")

@@ -31,6 +31,7 @@ from orchestrator.cli.live import (
     Source,
 )
 from orchestrator.cli.output import Format, emit, fail
+from orchestrator.cli.params import QuickCommand, QuickGroup
 from orchestrator.cli.runtime import without_gc
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="calibrator",
+    cls=QuickGroup,
     help="Converge Kubernetes version drift across a Cluster API fleet.",
     no_args_is_help=True,
     add_completion=False,
@@ -144,7 +146,7 @@ def _today() -> date:
     return datetime.now(UTC).date()
 
 
-@app.command()
+@app.command(cls=QuickCommand)
 @input_errors
 @without_gc
 def drift(
@@ -189,7 +191,7 @@ def drift(
     finish(partial=bool(fleet.left_out))
 
 
-@app.command()
+@app.command(cls=QuickCommand)
 @input_errors
 @without_gc
 def plan(
@@ -234,7 +236,7 @@ def plan(
     finish(partial=bool(result.left_behind()) or bool(fleet.left_out))
 
 
-@app.command()
+@app.command(cls=QuickCommand)
 @input_errors
 @without_gc
 def check(
@@ -293,7 +295,7 @@ WorkloadOpt = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=QuickCommand)
 @input_errors
 @without_gc
 def place(

@@ -6,10 +6,11 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # Rich only for tables: JSON and YAML output need none of it
+    from rich.console import Console
+    from rich.table import Table
 
 # Width Rich gets when the stream is not a terminal (a pipe, a CI log, `| tee demo.log`). Rich
 # falls back to 80 columns there and squeezes tables until names end in "…" ("demo-prod…"),
@@ -37,6 +38,8 @@ class Format(StrEnum):
 
 def console(*, stderr: bool = False) -> Console:
     """A Rich console for people: the terminal's width, or NON_TTY_WIDTH when not a terminal."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(stderr=stderr, highlight=False)
@@ -51,6 +54,8 @@ def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
     of Rich's default ellipsis. Together with ``output.console`` (wide when not a terminal) this
     keeps names whole in logs and in narrow terminals.
     """
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", caption_justify="left")  # logs: no centring
     for i, col in enumerate(columns):
         table.add_column(col, no_wrap=i < names, overflow="fold")

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 from orchestrator.cli.output import new_table
 
-if TYPE_CHECKING:  # annotations only: ``place`` need not import planning and drift
+if TYPE_CHECKING:  # annotations only: ``place`` need not import planning, drift or Rich
+    from rich.console import Console
+
     from orchestrator.domain.drift import DriftReport
     from orchestrator.domain.snapshot import FleetSnapshot
     from orchestrator.planning import CalibrationPlan
@@ -251,6 +250,8 @@ def place_table(con: Console, doc: dict[str, Any]) -> None:
     if len(doc["decisions"]) > RICH_TABLE_ROWS:
         _place_lines(con, doc)
         return
+    from rich.table import Table
+
     table = Table(title="Placement")
     for col in ("Workload", "Clusters (replicas)", "Status", "Moved"):
         table.add_column(col)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from orchestrator.cli.files import clip_message
 from orchestrator.cli.output import Format, emit, fail, new_table
@@ -24,10 +23,20 @@ from orchestrator.cli.temporal import (
     resolve,
 )
 
+if TYPE_CHECKING:  # Rich only when a command prints for people
+    from rich.console import Console
+
 schedule_app = typer.Typer(
     help="Continuous calibration: evaluate a policy on a timetable, calibrate when it is broken.",
     no_args_is_help=True,
 )
+
+
+def _print(renderable: object) -> None:
+    from rich.console import Console
+
+    Console().print(renderable)
+
 
 NameArg = Annotated[str, typer.Argument(help="Schedule name (prefixes every run's id).")]
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
@@ -142,7 +151,7 @@ def pause(
     """Start no more runs (a running evaluation or calibration goes on)."""
     from workflows import schedules
 
-    Console().print(_call(temporal, lambda client: schedules.pause(client, name, reason)))
+    _print(_call(temporal, lambda client: schedules.pause(client, name, reason)))
 
 
 @schedule_app.command()
@@ -153,7 +162,7 @@ def unpause(
     """Start runs again from the next tick."""
     from workflows import schedules
 
-    Console().print(_call(temporal, lambda client: schedules.unpause(client, name, reason)))
+    _print(_call(temporal, lambda client: schedules.unpause(client, name, reason)))
 
 
 @schedule_app.command()
@@ -162,7 +171,7 @@ def trigger(name: NameArg, temporal: ConnectionFlags = FROM_ENVIRONMENT) -> None
     """Evaluate now (skipped, like any tick, while the previous run still runs)."""
     from workflows import schedules
 
-    Console().print(_call(temporal, lambda client: schedules.trigger(client, name)))
+    _print(_call(temporal, lambda client: schedules.trigger(client, name)))
 
 
 @schedule_app.command()
@@ -171,7 +180,7 @@ def delete(name: NameArg, temporal: ConnectionFlags = FROM_ENVIRONMENT) -> None:
     """Delete the schedule (calibrations it started go on)."""
     from workflows import schedules
 
-    Console().print(_call(temporal, lambda client: schedules.delete(client, name)))
+    _print(_call(temporal, lambda client: schedules.delete(client, name)))
 
 
 @schedule_app.command()
