@@ -54,6 +54,8 @@ set +e
 rc=$?
 set -e
 secs=$(($(date +%s) - start))
+# The random-order seed (pytest-randomly's header line), so a failing order can be replayed.
+grep -m1 -- "--randomly-seed" "$log" || echo "ci-local: no random-order seed in the log"
 tail -n 5 "$log"
 if ((rc == 0)); then
   $keep || { chmod -R u+w "$tmp"; rm -rf "$tmp"; }
