@@ -12,6 +12,10 @@ Rules every activity keeps, because the workflow's guarantees rest on them:
   else changed the cluster) and fails without retry.
 * **Waits heartbeat** on every poll with a ``WaitProgress``; a dead worker is noticed by the
   heartbeat timeout and the wait resumes elsewhere, within the step's schedule-to-close budget.
+* **Re-placements heartbeat** with a ``PlacementProgress`` after reading the fleet, before
+  writing and per decision written, so a large first placement may take as long as its writes
+  keep progressing (``Timeouts.placement_seconds`` bounds an attempt) while a dead worker is
+  still noticed within the heartbeat timeout.
 * **Invalid input is non-retryable** (``InvalidInput``, ``NotFound``): retrying cannot fix it and
   the workflow must fail before touching anything.
 * **One classification of backend errors** (``classify``): every backend call goes through
@@ -65,6 +69,7 @@ from workflows.backend import (
     Inventory,
     NotAllowedError,
     NotFoundError,
+    Progress,
     VersionChangedError,
 )
 from workflows.model import (
@@ -92,6 +97,7 @@ from workflows.model import (
     PatchResult,
     PatchWorkersInput,
     PlacementDecisionInfo,
+    PlacementProgress,
     PlacementWrite,
     PlanInput,
     PlanRef,
@@ -556,9 +562,12 @@ class _ClassifiedBackend:
         return await self._run(self._backend.remove_taint(cluster, key, effect))
 
     async def write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+        self,
+        decisions: Sequence[PlacementDecisionInfo],
+        reason: str,
+        progress: Progress | None = None,
     ) -> PlacementWrite:
-        return await self._run(self._backend.write_placement(decisions, reason))
+        return await self._run(self._backend.write_placement(decisions, reason, progress))
 
     async def put_blob(self, digest: str, data: bytes) -> None:
         await self._run(self._backend.put_blob(digest, data))
@@ -848,7 +857,11 @@ class CalibrationActivities:
                 )
             written += len(outcome.written)
             conflicts += len(outcome.conflicts)
-            activity.heartbeat(f"{len(outcome.conflicts)} placement conflict(s); re-reading")
+            activity.heartbeat(
+                PlacementProgress(
+                    0, 0, f"{len(outcome.conflicts)} placement conflict(s); re-reading"
+                )
+            )
         raise ApplicationError(
             f"placement for {input.cluster.name}: workloads kept changing under "
             f"{PLACEMENT_ROUNDS} attempts ({conflicts} conflicts)",
@@ -866,6 +879,7 @@ class CalibrationActivities:
                 upcoming = KubeVersion.parse(input.upcoming_version)
                 snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
             affected = affected_workloads(snapshot, current)
+            activity.heartbeat(PlacementProgress(0, 0, f"placing {len(affected)} workload(s)"))
             now = parse_time(input.now) if input.now else None
             result = (
                 place(dataclasses.replace(snapshot, workloads=affected), now=now)
@@ -904,8 +918,15 @@ class CalibrationActivities:
         if stranded and input.upcoming_version:
             return ReplaceResult(0, (), lists[1], lists[2], affected=len(affected))
         # Called even with nothing to write: an empty call costs no API request, and the backend
-        # sees every placement run (the in-memory fleet records them).
-        write = await self._backend.write_placement(decisions, input.reason)
+        # sees every placement run (the in-memory fleet records them). A first placement of a
+        # large fleet writes thousands of objects: the backend writes a few at a time and each
+        # finished decision is a heartbeat, so the attempt lasts as long as the writes progress.
+        activity.heartbeat(PlacementProgress(0, len(decisions), "writing decisions"))
+
+        def progress(done: int, total: int) -> None:
+            activity.heartbeat(PlacementProgress(done, total, f"{done}/{total} decisions written"))
+
+        write = await self._backend.write_placement(decisions, input.reason, progress)
         if write.conflicts:
             return write
         return ReplaceResult(

@@ -133,6 +133,22 @@ def _short_options(options: CalibrationOptions) -> dict[str, Any]:
     }
 
 
+def _placement_options(options: CalibrationOptions) -> dict[str, Any]:
+    """Re-placements: retried like API calls, each attempt bounded by ``placement_seconds``.
+
+    Their cost grows with the workloads written (a first placement of a large names-only fleet
+    writes every decision), so an attempt is not held to ``activity_seconds``; the activity
+    heartbeats per decision written, so a dead worker is noticed within ``heartbeat_seconds``.
+    Only the timeouts differ from ``_short_options``: the commands a history replays (activity
+    type and id) stay the same, so running calibrations replay unchanged and no patch is needed.
+    """
+    return {
+        **_short_options(options),
+        "start_to_close_timeout": timedelta(seconds=options.timeouts.placement_seconds),
+        "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
+    }
+
+
 def _read_options(options: CalibrationOptions) -> dict[str, Any]:
     """Reads of the stored plan: retried until the store answers, except for a missing plan.
 
@@ -420,7 +436,7 @@ class ClusterUpgrade:
                 upcoming_version=upcoming,
                 now=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             ),
-            **_short_options(self._input.options),
+            **_placement_options(self._input.options),
         )
         if result.replicas_moved:
             # Counted per step (the placement after it) and per cluster; the parent sums the run.

@@ -109,12 +109,17 @@ class Timeouts:
 
     ``rollout_seconds`` is a schedule-to-close timeout (all attempts together): a worker crash is
     detected by the heartbeat timeout and the wait resumes on another worker within that budget.
+    ``placement_seconds`` bounds one attempt of a re-placement (``replace``), whose cost grows
+    with the workloads it writes (a first placement of 1,000 FleetWorkloads writes about 3,000
+    objects); it heartbeats per decision written, so a dead worker is still noticed within
+    ``heartbeat_seconds``.
     """
 
     activity_seconds: float = 120.0
     rollout_seconds: float = 3600.0
     heartbeat_seconds: float = 60.0
     poll_seconds: float = 10.0
+    placement_seconds: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -518,6 +523,15 @@ class WaitProgress:
     """Heartbeat details of a wait: how many polls, and the last thing CAPI said."""
 
     polls: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementProgress:
+    """Heartbeat details of a re-placement: decisions handled of those to write, and a line."""
+
+    done: int
+    total: int
     message: str = ""
 
 

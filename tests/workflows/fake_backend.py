@@ -31,7 +31,7 @@ from orchestrator.domain.snapshot import (
 )
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Effect, Taint, with_taint, without_taint
 from orchestrator.domain.versions import KubeVersion
-from workflows.backend import Inventory, NotFoundError
+from workflows.backend import Inventory, NotFoundError, Progress
 from workflows.model import (
     ClusterObservation,
     ClusterRef,
@@ -303,9 +303,15 @@ class InMemoryFleet:
         return changed
 
     async def write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+        self,
+        decisions: Sequence[PlacementDecisionInfo],
+        reason: str,
+        progress: Progress | None = None,
     ) -> PlacementWrite:
-        """Compare-and-swap each changed decision; the event names the cluster from ``reason``."""
+        """Compare-and-swap each changed decision; the event names the cluster from ``reason``.
+
+        ``progress`` hears of every decision handled, as the kube backend reports it.
+        """
         hook, self.before_write = self.before_write, None
         if hook is not None:
             await hook()
@@ -334,6 +340,9 @@ class InMemoryFleet:
             self.workload_versions[d.workload] += 1
             self.placement_writes.append((d.workload, reason))
             written.append(d.workload)
+        if progress is not None:
+            for done in range(1, len(decisions) + 1):
+                progress(done, len(decisions))
         self.conflicts += conflicts
         cluster = reason.split(":", 1)[0]
         self.events.append(

@@ -25,6 +25,7 @@ from workflows.model import (
     LocateInput,
     PatchControlPlaneInput,
     PatchWorkersInput,
+    PlacementProgress,
     PlanInput,
     PlanRef,
     PoolVersion,
@@ -258,3 +259,25 @@ def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> N
         )
     )
     assert again.replicas_moved == 0 and again.written == 0
+
+
+def test_replace_heartbeats_while_it_writes() -> None:
+    # A first placement (names only) writes every decision; each one written is a heartbeat, so
+    # a large one lasts as long as it progresses (issue 9) and a dead worker is still noticed.
+    fleet = in_memory(
+        cluster("a", "v1.31.13"),
+        cluster("b", "v1.31.13"),
+        workloads=tuple(
+            {"name": f"w{i}", "replicas": 2, "apis": ["apps/v1/Deployment"],
+             "placement": {"clusters": ["a"]}}
+            for i in range(3)
+        ),
+    )  # fmt: skip
+    env = ActivityEnvironment()
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+    result = run(env.run(acts(fleet).replace, ReplaceInput("c", REF, "a: first")))
+    assert result.written == 3 and result.affected == 3
+    assert [(b.done, b.total) for b in beats] == [(0, 0), (0, 3), (1, 3), (2, 3), (3, 3)]
+    assert all(isinstance(b, PlacementProgress) for b in beats)
+    assert beats[-1].message == "3/3 decisions written"
