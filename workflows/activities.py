@@ -893,7 +893,7 @@ class CalibrationActivities:
         moved: list[str] = []
         stranded: list[str] = []
         unschedulable: list[str] = []
-        replicas_moved = 0
+        replicas_moved = replicas_forced = 0
         for decision in result.decisions if result is not None else ():
             was_here = name in before.get(decision.workload, set())
             if decision.unschedulable:
@@ -904,6 +904,9 @@ class CalibrationActivities:
             if was_here and name not in decision.replicas:
                 moved.append(decision.workload)
             replicas_moved += decision.moved.replicas
+            if decision.moved.removed:  # reasons are worked out on demand: only when needed
+                rejected = decision.reasons
+                replicas_forced += sum(r for c, r in decision.moved.removed if c in rejected)
             decisions.append(
                 PlacementDecisionInfo(
                     workload=decision.workload,
@@ -935,6 +938,7 @@ class CalibrationActivities:
             affected=len(affected),
             written=len(write.written),
             replicas_moved=replicas_moved,
+            replicas_forced=replicas_forced,
         )
 
     # ---------------------------------------------------------------- control plane

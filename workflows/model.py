@@ -467,6 +467,11 @@ class ReplaceResult:
     # Replicas the written decisions relocated from one cluster to another (``Moved.replicas``
     # summed; scaling is not moving). Stable placement keeps it to what the step forced.
     replicas_moved: int = 0
+    # Replicas the written decisions removed from clusters they reject (the workload can no
+    # longer run there: NoExecute, an API the version removes, capacity): the minimum any
+    # placement had to take away (issue 15). Removed, not necessarily moved: a Duplicated copy
+    # or a workload that now fits on fewer clusters drops them.
+    replicas_forced: int = 0
 
 
 @dataclass(frozen=True)
@@ -699,6 +704,7 @@ class StepProgress:
     finished_at: datetime | None = None
     message: str = ""
     replicas_moved: int = 0  # by the placement after this step
+    replicas_forced: int = 0  # of those the placement after this step had to remove
 
 
 @dataclass(frozen=True)
@@ -724,6 +730,7 @@ class ClusterProgress:
     reasons: tuple[str, ...] = ()
     # Every placement this cluster's upgrade ran (before, after each step, after the upgrade).
     replicas_moved: int = 0
+    replicas_forced: int = 0  # see ``ReplaceResult.replicas_forced``
 
 
 @dataclass(frozen=True)
@@ -768,8 +775,10 @@ class CalibrationProgress:
     # flight, the failed ones and the last finished ones (see docs/decisions.md).
     counts: dict[str, int] = field(default_factory=dict)
     total_clusters: int = 0
-    # Replicas the whole run's placements moved (every cluster, also those no longer in detail).
+    # Replicas the whole run's placements moved (every cluster, also those no longer in detail),
+    # and those they had to remove from clusters that rejected them (the minimum: issue 15).
     replicas_moved: int = 0
+    replicas_forced: int = 0
 
     def cluster(self, name: str) -> ClusterProgress:
         """Progress of one cluster (KeyError if unknown)."""

@@ -251,6 +251,7 @@ def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> N
         )
     )
     assert first.replicas_moved == 2 and first.moved == ("default/flow",)
+    assert first.replicas_forced == 2  # a rejects the workload at v1.32.9: the minimum
     assert fleet.decisions["default/flow"] == (("b", 4),)
     assert fleet.workloads["default/flow"].placement.current() == {"b": 4}
     again = run(
@@ -258,7 +259,7 @@ def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> N
             a.replace, ReplaceInput("c", REF, "a: test", upcoming_version="v1.32.9")
         )
     )
-    assert again.replicas_moved == 0 and again.written == 0
+    assert again.replicas_moved == 0 and again.written == 0 and again.replicas_forced == 0
 
 
 def test_replace_heartbeats_while_it_writes() -> None:
