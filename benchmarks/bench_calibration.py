@@ -15,7 +15,9 @@ Checked while it runs (the invariants, raised as AssertionError):
 - at the end every cluster is at the target and untainted, or blocked with its reason;
 - the parent's history stays far below Temporal's limits (continue-as-new included).
 
-Measured (printed as markdown): wall time against the ideal (the sum over waves of the slowest
+Measured (printed as markdown): with ``--workloads``, the replicas the placements moved (the
+whole run, the placements after the steps, and per step position) next to the minimum they were
+forced to remove (issue 15); wall time against the ideal (the sum over waves of the slowest
 CAPI rollout in the wave), history events and bytes of the parent runs and of each child,
 continue-as-new count, worker CPU seconds and peak RSS (the worker is a subprocess), kube-apiserver
 requests by verb and resource from its /metrics before and after (per cluster-step), and the
@@ -360,6 +362,13 @@ class Report:
     workloads: int = 0
     replicas_moved: int = 0  # the whole run (the first placements settle the names-only start)
     replicas_moved_by_steps: int = 0  # the placements after each step only
+    # The minimum next to each (issue 15): replicas the placements removed from clusters that
+    # rejected them (ReplaceResult.replicas_forced, summed like replicas_moved).
+    replicas_forced: int = 0
+    replicas_forced_by_steps: int = 0
+    # Per step position (1-based, every cluster's step at that position): (cluster-steps,
+    # replicas moved, forced, cluster-steps that moved more than they forced).
+    per_step: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     placement_writes: int = 0  # PATCH/APPLY/CREATE of PlacementDecisions and FleetWorkloads
     query_failures: int = 0  # progress queries the SDK failed (deadlock detector) during the run
 
@@ -385,11 +394,23 @@ class Report:
             f"local plane RSS {self.plane_mib:.0f} MiB; {self.samples} fleet samples "
             f"(4 LISTs each, included below); progress queries failed: {self.query_failures}",
             "",
-            f"workloads: {self.workloads}; replicas moved {self.replicas_moved} in the run, "
-            f"{self.replicas_moved_by_steps} by the placements after steps (forced by the steps: "
-            f"0, the taint is NoSchedule and no API is removed); placement writes "
-            f"{self.placement_writes} ({self.placement_writes / max(self.cluster_steps, 1):.1f} "
-            f"per cluster-step)",
+            f"workloads: {self.workloads}; placement writes {self.placement_writes} "
+            f"({self.placement_writes / max(self.cluster_steps, 1):.1f} per cluster-step)",
+            "",
+            "| placements | cluster-steps | replicas moved | forced (the minimum) | "
+            "steps moving more than forced |",
+            "|---|---:|---:|---:|---:|",
+            f"| the whole run | - | {self.replicas_moved} | {self.replicas_forced} | - |",
+            f"| before the first step and after the upgrade (the first settles the names-only "
+            f"start) | - | {self.replicas_moved - self.replicas_moved_by_steps} | "
+            f"{self.replicas_forced - self.replicas_forced_by_steps} | - |",
+            f"| after the steps | {self.cluster_steps} | {self.replicas_moved_by_steps} | "
+            f"{self.replicas_forced_by_steps} | "
+            f"{sum(v[3] for v in self.per_step.values())} |",
+        ]
+        for position, (n, moved, forced, over) in sorted(self.per_step.items()):
+            lines.append(f"| after step {position} | {n} | {moved} | {forced} | {over} |")
+        lines += [
             "",
             "| verb | resource | requests | per cluster-step |",
             "|---|---|---:|---:|",
@@ -564,14 +585,24 @@ async def calibrate_fleet(
             if n in sampler.started and n in sampler.finished
         }
         ideal = sum(max((rollout.get(n, 0.0) for n in w), default=0.0) for w in waves)
-        steps = moved_by_steps = 0
+        steps = moved_by_steps = forced_by_steps = 0
+        per_step: dict[int, tuple[int, int, int, int]] = {}
         for name in children:
             child = env.client.get_workflow_handle(
                 f"{handle.id}/{name}", result_type=ClusterProgress
             )
             done = await child.result()
             steps += len(done.steps)
-            moved_by_steps += sum(s.replicas_moved for s in done.steps)
+            for position, s in enumerate(done.steps, 1):
+                moved_by_steps += s.replicas_moved
+                forced_by_steps += s.replicas_forced
+                n, moved, forced, over = per_step.get(position, (0, 0, 0, 0))
+                per_step[position] = (
+                    n + 1,
+                    moved + s.replicas_moved,
+                    forced + s.replicas_forced,
+                    over + (s.replicas_moved > s.replicas_forced),
+                )
         requests = after - before
         writes = sum(
             n
@@ -598,6 +629,9 @@ async def calibrate_fleet(
             workloads=workloads,
             replicas_moved=result.replicas_moved,
             replicas_moved_by_steps=moved_by_steps,
+            replicas_forced=result.replicas_forced,
+            replicas_forced_by_steps=forced_by_steps,
+            per_step=per_step,
             placement_writes=writes,
             query_failures=len(query_failures),
         )
@@ -628,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     layout = fleet_layout(args.clusters)
     with tempfile.TemporaryDirectory() as tmp:
         plane = LocalPlane(Path(tmp))
+        print(f"local plane state: {tmp}", flush=True)  # to find its processes, should it hang
         plane.up(timeout=300, ttl_seconds=int(args.timeout) + 3600)
         try:
             mgmt = api_client(plane.kubeconfig)

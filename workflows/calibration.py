@@ -130,6 +130,22 @@ def _short_options(options: CalibrationOptions) -> dict[str, Any]:
     }
 
 
+def _placement_options(options: CalibrationOptions) -> dict[str, Any]:
+    """Re-placements: retried like API calls, each attempt bounded by ``placement_seconds``.
+
+    Their cost grows with the workloads written (a first placement of a large names-only fleet
+    writes every decision), so an attempt is not held to ``activity_seconds``; the activity
+    heartbeats per decision written, so a dead worker is noticed within ``heartbeat_seconds``.
+    Only the timeouts differ from ``_short_options``: the commands a history replays (activity
+    type and id) stay the same, so running calibrations replay unchanged and no patch is needed.
+    """
+    return {
+        **_short_options(options),
+        "start_to_close_timeout": timedelta(seconds=options.timeouts.placement_seconds),
+        "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
+    }
+
+
 def _read_options(options: CalibrationOptions) -> dict[str, Any]:
     """Reads of the stored plan: retried until the store answers, except for a missing plan.
 
@@ -417,14 +433,22 @@ class ClusterUpgrade:
                 upcoming_version=upcoming,
                 now=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             ),
-            **_short_options(self._input.options),
+            **_placement_options(self._input.options),
         )
-        if result.replicas_moved:
+        if result.replicas_moved or result.replicas_forced:
             # Counted per step (the placement after it) and per cluster; the parent sums the run.
-            moved = result.replicas_moved
+            moved, forced = result.replicas_moved, result.replicas_forced
             if index is not None:
-                self._step(index, replicas_moved=self._progress.steps[index].replicas_moved + moved)
-            self._set(replicas_moved=self._progress.replicas_moved + moved)
+                step = self._progress.steps[index]
+                self._step(
+                    index,
+                    replicas_moved=step.replicas_moved + moved,
+                    replicas_forced=step.replicas_forced + forced,
+                )
+            self._set(
+                replicas_moved=self._progress.replicas_moved + moved,
+                replicas_forced=self._progress.replicas_forced + forced,
+            )
         if result.stranded and upcoming is not None:
             raise _StepFailed(
                 f"{upcoming} would break {', '.join(result.stranded)} on {name} and placement "
@@ -673,8 +697,11 @@ class ClusterUpgrade:
             extra = f" ({s.activity})" if s.activity and s.state == StepState.RUNNING else ""
             lines.append(f"- {s.index + 1}. {s.description}: {s.state.value}{extra}")
         lines.append("tainted" if p.tainted else "not tainted")
-        if p.replicas_moved:
-            lines.append(f"replicas moved by placement: {p.replicas_moved}")
+        if p.replicas_moved or p.replicas_forced:
+            lines.append(
+                f"replicas moved by placement: {p.replicas_moved} "
+                f"(forced off rejecting clusters: {p.replicas_forced})"
+            )
         return "\n".join(lines)
 
 
@@ -1401,9 +1428,12 @@ class FleetCalibration:
             self._count(progress.state, 1)
         # A cluster's count only grows: what it adds is what the run moved meanwhile.
         moved = progress.replicas_moved - (old.replicas_moved if old is not None else 0)
-        if moved > 0:
+        forced = progress.replicas_forced - (old.replicas_forced if old is not None else 0)
+        if moved > 0 or forced > 0:
             self._progress = replace(
-                self._progress, replicas_moved=self._progress.replicas_moved + moved
+                self._progress,
+                replicas_moved=self._progress.replicas_moved + max(moved, 0),
+                replicas_forced=self._progress.replicas_forced + max(forced, 0),
             )
         self._clusters[progress.name] = progress
 
@@ -1459,8 +1489,11 @@ class FleetCalibration:
             lines.append(self._progress.message)
         if counts:
             lines.append(" · ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-        if self._progress.replicas_moved:
-            lines.append(f"replicas moved by placement: {self._progress.replicas_moved}")
+        if self._progress.replicas_moved or self._progress.replicas_forced:
+            lines.append(
+                f"replicas moved by placement: {self._progress.replicas_moved} "
+                f"(forced off rejecting clusters: {self._progress.replicas_forced})"
+            )
         lines += [
             f"- {c.name}: {c.message}"
             for c in self._clusters.values()

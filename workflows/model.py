@@ -115,12 +115,17 @@ class Timeouts:
 
     ``rollout_seconds`` is a schedule-to-close timeout (all attempts together): a worker crash is
     detected by the heartbeat timeout and the wait resumes on another worker within that budget.
+    ``placement_seconds`` bounds one attempt of a re-placement (``replace``), whose cost grows
+    with the workloads it writes (a first placement of 1,000 FleetWorkloads writes about 3,000
+    objects); it heartbeats per decision written, so a dead worker is still noticed within
+    ``heartbeat_seconds``.
     """
 
     activity_seconds: float = 120.0
     rollout_seconds: float = 3600.0
     heartbeat_seconds: float = 60.0
     poll_seconds: float = 10.0
+    placement_seconds: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -419,6 +424,11 @@ class ReplaceResult:
     # Replicas the written decisions relocated from one cluster to another (``Moved.replicas``
     # summed; scaling is not moving). Stable placement keeps it to what the step forced.
     replicas_moved: int = 0
+    # Replicas the written decisions removed from clusters they reject (the workload can no
+    # longer run there: NoExecute, an API the version removes, capacity): the minimum any
+    # placement had to take away (issue 15). Removed, not necessarily moved: a Duplicated copy
+    # or a workload that now fits on fewer clusters drops them.
+    replicas_forced: int = 0
 
 
 @dataclass(frozen=True)
@@ -475,6 +485,15 @@ class WaitProgress:
     """Heartbeat details of a wait: how many polls, and the last thing CAPI said."""
 
     polls: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementProgress:
+    """Heartbeat details of a re-placement: decisions handled of those to write, and a line."""
+
+    done: int
+    total: int
     message: str = ""
 
 
@@ -557,6 +576,7 @@ class StepProgress:
     finished_at: datetime | None = None
     message: str = ""
     replicas_moved: int = 0  # by the placement after this step
+    replicas_forced: int = 0  # of those the placement after this step had to remove
 
 
 @dataclass(frozen=True)
@@ -582,6 +602,7 @@ class ClusterProgress:
     reasons: tuple[str, ...] = ()
     # Every placement this cluster's upgrade ran (before, after each step, after the upgrade).
     replicas_moved: int = 0
+    replicas_forced: int = 0  # see ``ReplaceResult.replicas_forced``
 
 
 @dataclass(frozen=True)
@@ -626,8 +647,10 @@ class CalibrationProgress:
     # flight, the failed ones and the last finished ones (see docs/decisions.md).
     counts: dict[str, int] = field(default_factory=dict)
     total_clusters: int = 0
-    # Replicas the whole run's placements moved (every cluster, also those no longer in detail).
+    # Replicas the whole run's placements moved (every cluster, also those no longer in detail),
+    # and those they had to remove from clusters that rejected them (the minimum: issue 15).
     replicas_moved: int = 0
+    replicas_forced: int = 0
 
     def cluster(self, name: str) -> ClusterProgress:
         """Progress of one cluster (KeyError if unknown)."""

@@ -94,7 +94,13 @@ def _options(options: object, where: str) -> None:
     timeouts: Any = options.timeouts
     if not isinstance(timeouts, Timeouts):
         _invalid(f"{where}.timeouts: expected Timeouts, got {quote(timeouts)}")
-    for name in ("activity_seconds", "rollout_seconds", "heartbeat_seconds", "poll_seconds"):
+    for name in (
+        "activity_seconds",
+        "rollout_seconds",
+        "heartbeat_seconds",
+        "poll_seconds",
+        "placement_seconds",
+    ):
         _seconds(getattr(timeouts, name), f"{where}.timeouts.{name}")
 
 

@@ -16,6 +16,8 @@
   mirrors the same decision into the PlacementDecision's ``status.decisions`` (``{clusterName,
   replicas, reason}``, every value a string, the Argo CD clusterDecisionResource duck type),
   also conditionally, so a writer whose commit was superseded never overwrites a newer mirror.
+  ``PlacementWriter`` is the same writer taken apart (the LISTs once, then one call per
+  decision) so a caller can write the decisions of different workloads concurrently.
 
 Conversions are plain functions over dicts (unit-tested without a server); the I/O functions take
 a ``kubernetes.dynamic.DynamicClient`` (or anything with the same ``resources.get`` surface).
@@ -377,6 +379,82 @@ def _mirror(
     raise RuntimeError(f"PlacementDecision {decision.workload}: too many conflicting writers")
 
 
+UNCHANGED = "unchanged"
+WRITTEN = "written"
+CONFLICTED = "conflict"
+
+
+class PlacementWriter:
+    """One set of decisions to write: the two LISTs up front, then ``write`` per decision.
+
+    ``write`` touches only its own decision's FleetWorkload and PlacementDecision and reads the
+    LISTs taken here without changing them, so decisions of different workloads may be written
+    from several threads at once (the backend bounds how many); one workload's decisions must
+    not be written concurrently (a write set has one decision per workload).
+    """
+
+    def __init__(
+        self,
+        dyn: Any,
+        decisions: Sequence[Decision],
+        namespace: str | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        self._dyn = dyn
+        self._when = now or datetime.now(UTC)
+        self._owners: dict[str, Mapping[str, Any]] = {}
+        self._existing: dict[str, Mapping[str, Any]] = {}
+        if not decisions:
+            return
+        self._owners = {
+            f"{_meta(o)['namespace']}/{_meta(o)['name']}": o
+            for o in list_fleet_workloads(dyn, namespace)
+        }
+        missing = sorted({d.workload for d in decisions} - set(self._owners))
+        if missing:
+            raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
+        self._existing = {
+            f"{_meta(p)['namespace']}/{_meta(p)['name']}": p
+            for p in _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
+        }
+        self._pds = resource(dyn, PLACEMENT_DECISION)
+        self._fws = resource(dyn, FLEET_WORKLOAD)
+
+    def write(self, d: Decision) -> str:
+        """Write one decision: ``WRITTEN``, ``UNCHANGED`` (both copies equal) or ``CONFLICTED``."""
+        owner = self._owners[d.workload]
+        version = str(_meta(owner).get("resourceVersion"))
+        if d.resource_version and d.resource_version != version:
+            return CONFLICTED
+        pd = self._existing.get(d.workload)
+        if pd is not None and not _owned_by(pd, owner):
+            pd = None
+        committed_same = stored_clusters(owner) == d.clusters
+        if committed_same and _mirrored(pd) == d.clusters:
+            return UNCHANGED
+        if pd is None:
+            pd = _apply(self._pds, placement_decision(owner))
+        committed = version
+        if not committed_same:
+            body = _with_version(fleet_workload_status(owner, d, self._when), d.resource_version)
+            try:
+                committed = str(_meta(_apply(self._fws.status, body)).get("resourceVersion"))
+            except Exception as err:
+                if _status_code(err) != CONFLICT:
+                    raise
+                return CONFLICTED
+        _mirror(self._dyn, owner, d, pd, committed)
+        return WRITTEN
+
+
+def outcome_of(decisions: Sequence[Decision], statuses: Sequence[str]) -> WriteOutcome:
+    """The outcome of ``PlacementWriter.write`` per decision, in the decisions' order."""
+    return WriteOutcome(
+        tuple(d.workload for d, s in zip(decisions, statuses, strict=True) if s == WRITTEN),
+        tuple(d.workload for d, s in zip(decisions, statuses, strict=True) if s == CONFLICTED),
+    )
+
+
 def write_placement_decisions(
     dyn: Any,
     decisions: Iterable[Decision],
@@ -385,61 +463,19 @@ def write_placement_decisions(
 ) -> WriteOutcome:
     """Write each decision that differs from the stored one: FleetWorkload status, then mirror.
 
-    Two LIST calls (FleetWorkloads, PlacementDecisions), then per changed workload one
+    Two LISTs (FleetWorkloads, PlacementDecisions), then per changed workload one
     conditional status apply of each (the PlacementDecision object itself is applied only when
     missing or not linked to its FleetWorkload). A decision whose ``resource_version`` no longer
     matches its FleetWorkload, or whose conditional commit gets a 409, is a conflict: nothing is
     written for it and the caller re-reads and recomputes. A decision equal to both stored copies
     writes nothing; one equal to the FleetWorkload's but not to the mirror (a writer that stopped
     between the two) repairs the mirror. A decision for a workload that has no FleetWorkload
-    raises WorkloadMissingError naming it.
+    raises WorkloadMissingError naming it. One decision after the other; ``PlacementWriter``
+    lets a caller write several at once.
     """
     todo = list(decisions)
-    if not todo:
-        return WriteOutcome()
-    when = now or datetime.now(UTC)
-    owners = {
-        f"{_meta(o)['namespace']}/{_meta(o)['name']}": o
-        for o in list_fleet_workloads(dyn, namespace)
-    }
-    missing = sorted({d.workload for d in todo} - set(owners))
-    if missing:
-        raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
-    existing = {
-        f"{_meta(p)['namespace']}/{_meta(p)['name']}": p
-        for p in _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
-    }
-    pds = resource(dyn, PLACEMENT_DECISION)
-    fws = resource(dyn, FLEET_WORKLOAD)
-    written: list[str] = []
-    conflicts: list[str] = []
-    for d in todo:
-        owner = owners[d.workload]
-        version = str(_meta(owner).get("resourceVersion"))
-        if d.resource_version and d.resource_version != version:
-            conflicts.append(d.workload)
-            continue
-        pd = existing.get(d.workload)
-        if pd is not None and not _owned_by(pd, owner):
-            pd = None
-        committed_same = stored_clusters(owner) == d.clusters
-        if committed_same and _mirrored(pd) == d.clusters:
-            continue
-        if pd is None:
-            pd = _apply(pds, placement_decision(owner))
-        committed = version
-        if not committed_same:
-            body = _with_version(fleet_workload_status(owner, d, when), d.resource_version)
-            try:
-                committed = str(_meta(_apply(fws.status, body)).get("resourceVersion"))
-            except Exception as err:
-                if _status_code(err) != CONFLICT:
-                    raise
-                conflicts.append(d.workload)
-                continue
-        _mirror(dyn, owner, d, pd, committed)
-        written.append(d.workload)
-    return WriteOutcome(tuple(written), tuple(conflicts))
+    writer = PlacementWriter(dyn, todo, namespace, now)
+    return outcome_of(todo, [writer.write(d) for d in todo])
 
 
 def workload_versions(objs: Sequence[Mapping[str, Any]]) -> dict[str, str]:

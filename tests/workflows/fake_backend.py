@@ -39,6 +39,7 @@ from orchestrator.kube.backend.port import (
     NotFoundError,
     PlacementDecisionInfo,
     PlacementWrite,
+    Progress,
     TaintInfo,
 )
 
@@ -304,9 +305,15 @@ class InMemoryFleet:
         return changed
 
     async def write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+        self,
+        decisions: Sequence[PlacementDecisionInfo],
+        reason: str,
+        progress: Progress | None = None,
     ) -> PlacementWrite:
-        """Compare-and-swap each changed decision; the event names the cluster from ``reason``."""
+        """Compare-and-swap each changed decision; the event names the cluster from ``reason``.
+
+        ``progress`` hears of every decision handled, as the kube backend reports it.
+        """
         hook, self.before_write = self.before_write, None
         if hook is not None:
             await hook()
@@ -335,6 +342,9 @@ class InMemoryFleet:
             self.workload_versions[d.workload] += 1
             self.placement_writes.append((d.workload, reason))
             written.append(d.workload)
+        if progress is not None:
+            for done in range(1, len(decisions) + 1):
+                progress(done, len(decisions))
         self.conflicts += conflicts
         cluster = reason.split(":", 1)[0]
         self.events.append(

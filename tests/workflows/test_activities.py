@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from workflows.model import (
     LocateInput,
     PatchControlPlaneInput,
     PatchWorkersInput,
+    PlacementProgress,
     PlanInput,
     PlanRef,
     PoolVersion,
@@ -250,6 +253,7 @@ def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> N
         )
     )
     assert first.replicas_moved == 2 and first.moved == ("default/flow",)
+    assert first.replicas_forced == 2  # a rejects the workload at v1.32.9: the minimum
     assert fleet.decisions["default/flow"] == (("b", 4),)
     assert fleet.workloads["default/flow"].placement.current() == {"b": 4}
     again = run(
@@ -257,4 +261,53 @@ def test_replace_reports_replicas_moved_and_an_unchanged_fleet_moves_none() -> N
             a.replace, ReplaceInput("c", REF, "a: test", upcoming_version="v1.32.9")
         )
     )
-    assert again.replicas_moved == 0 and again.written == 0
+    assert again.replicas_moved == 0 and again.written == 0 and again.replicas_forced == 0
+
+
+def test_replace_heartbeats_while_it_writes() -> None:
+    # A first placement (names only) writes every decision; each one written is a heartbeat, so
+    # a large one lasts as long as it progresses (issue 9) and a dead worker is still noticed.
+    fleet = in_memory(
+        cluster("a", "v1.31.13"),
+        cluster("b", "v1.31.13"),
+        workloads=tuple(
+            {"name": f"w{i}", "replicas": 2, "apis": ["apps/v1/Deployment"],
+             "placement": {"clusters": ["a"]}}
+            for i in range(3)
+        ),
+    )  # fmt: skip
+    env = ActivityEnvironment()
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+    result = run(env.run(acts(fleet).replace, ReplaceInput("c", REF, "a: first")))
+    assert result.written == 3 and result.affected == 3
+    assert [(b.done, b.total) for b in beats] == [(0, 0), (0, 0), (0, 3), (1, 3), (2, 3), (3, 3)]
+    assert all(isinstance(b, PlacementProgress) for b in beats)
+    assert beats[-1].message == "3/3 decisions written"
+
+
+def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
+    # One LIST of thousands of workloads reports no progress; the activity repeats its latest
+    # heartbeat meanwhile, so the heartbeat timeout only catches a dead worker. The read here
+    # returns only once the activity has heartbeat twice more (no clock involved in the check).
+    fleet = in_memory(cluster("a", "v1.31.13"))
+    repeated = asyncio.Event()
+    beats: list[Any] = []
+
+    def heard(*details: Any) -> None:
+        beats.append(details[0])
+        if len(beats) >= 3:
+            repeated.set()
+
+    read = fleet.inventory
+
+    async def slow_read(clusters: Any = ()) -> Any:
+        await asyncio.wait_for(repeated.wait(), 30)
+        return await read(clusters)
+
+    fleet.inventory = slow_read  # type: ignore[method-assign]
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(milliseconds=30))
+    env.on_heartbeat = heard
+    run(env.run(acts(fleet).replace, ReplaceInput("c", REF, "a: first")))
+    assert [b.message for b in beats[:3]] == ["reading the fleet"] * 3

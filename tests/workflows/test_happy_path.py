@@ -111,8 +111,11 @@ def test_replicas_moved_are_counted_per_step_per_cluster_and_for_the_run(
         assert result.phase == Phase.COMPLETED
         alpha = result.cluster("alpha")
         assert alpha.replicas_moved == 2
+        # Forced too: alpha rejects the workload at v1.32 (issue 15: moved next to forced).
+        assert alpha.replicas_forced == 2
         assert [s.replicas_moved for s in alpha.steps] == [0] * len(alpha.steps)
-        assert result.replicas_moved == 2
+        assert [s.replicas_forced for s in alpha.steps] == [0] * len(alpha.steps)
+        assert result.replicas_moved == 2 and result.replicas_forced == 2
         assert fleet.workloads["default/flow"].placement.current() == {"beta": 4}
 
     harness.run(fleet, body)

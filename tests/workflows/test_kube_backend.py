@@ -13,13 +13,15 @@ import hashlib
 import json
 import os
 import re
+import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
-from orchestrator.kube.backend import blobs
+from orchestrator.kube.backend import blobs, placement
 from orchestrator.kube.backend.port import (
     BackendError,
     ClusterRef,
@@ -27,6 +29,7 @@ from orchestrator.kube.backend.port import (
     InvalidObjectError,
     NotFoundError,
     PlacementDecisionInfo,
+    PlacementWrite,
 )
 from orchestrator.kube.backend.versions import (
     BYPASS_MARKER,
@@ -34,6 +37,7 @@ from orchestrator.kube.backend.versions import (
     UNSAFE_VERSION_ANNOTATION,
 )
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from tests.orchestrator.kube import fake_dyn
 from tests.orchestrator.kube.api_server import api_server
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 from tests.workflows.recording_backend import RecordingKubeBackend
@@ -418,6 +422,104 @@ def test_inventory_versions_are_the_placement_preconditions() -> None:
     outcome = asyncio.run(backend.write_placement([mine], "a"))
     assert outcome.written == () and outcome.conflicts == (f"{NS}/web",)
     assert backend.placement_writes == [(f"{NS}/web", "b")]
+
+
+def _workloads(dyn: FakeDyn, count: int) -> list[str]:
+    """``count`` more FleetWorkloads like ``web`` (names only placed on c1); their keys."""
+    for i in range(count):
+        dyn.add(
+            "FleetWorkload",
+            {
+                "metadata": {"name": f"w{i}", "uid": f"u-w{i}", "generation": 1},
+                "spec": {
+                    "apis": ["apps/v1/Deployment"],
+                    "placement": {"clusterAffinity": {"matchLabels": {"env": "t"}}},
+                },
+            },
+        )
+    return [f"{NS}/w{i}" for i in range(count)]
+
+
+def test_placement_writes_run_a_bounded_number_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 9: a first placement of 1,000 workloads written one after the other outlasted the
+    # activity. Writers: 3 here. The first three commits wait for each other at a barrier, so
+    # the test passes only if three are in flight together; a fourth never is.
+    monkeypatch.setattr(placement, "PLACEMENT_WRITERS", 3)
+    dyn = _fleet(topology=True)
+    keys = _workloads(dyn, 7)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    read = asyncio.run(backend.inventory()).workload_versions
+    together = threading.Barrier(3, timeout=30)
+    lock = threading.Lock()
+    flight = {"now": 0, "max": 0, "commits": 0}
+    apply_status = fake_dyn.StatusResource.server_side_apply
+
+    def commit(self: fake_dyn.StatusResource, body: dict[str, Any], **kw: Any) -> Any:
+        if self.parent.kind != "FleetWorkload":
+            return apply_status(self, body, **kw)
+        with lock:
+            flight["now"] += 1
+            flight["max"] = max(flight["max"], flight["now"])
+            flight["commits"] += 1
+            first = flight["commits"] <= 3
+        try:
+            if first:
+                together.wait()
+            return apply_status(self, body, **kw)
+        finally:
+            with lock:
+                flight["now"] -= 1
+
+    monkeypatch.setattr(fake_dyn.StatusResource, "server_side_apply", commit)
+    stale = keys[3]  # someone else changed it since the inventory read it
+    decisions = [
+        PlacementDecisionInfo(
+            k,
+            (ClusterReplicasInfo("c1", 2),),
+            reason="r",
+            resource_version="0" if k == stale else read[k],
+        )
+        for k in keys
+    ]
+    seen: list[tuple[int, int]] = []
+    outcome = asyncio.run(
+        backend.write_placement(decisions, "c1: first", lambda d, t: seen.append((d, t)))
+    )
+    assert flight["max"] == 3
+    assert outcome.written == tuple(k for k in keys if k != stale)  # in the decisions' order
+    assert outcome.conflicts == (stale,)
+    assert seen == [(i, 7) for i in range(1, 8)]
+    assert sorted(backend.placement_writes) == [(k, "c1: first") for k in keys if k != stale]
+    for k in keys:
+        pd = dyn.objects["PlacementDecision"].get((NS, k.split("/")[1]))
+        rows = [{"clusterName": "c1", "replicas": "2", "reason": "r"}]
+        assert (pd["status"]["decisions"] if pd else None) == (None if k == stale else rows)
+    # Written again unchanged: nothing to write, every decision still reported as handled.
+    seen.clear()
+    again = [replace(d, resource_version="") for d in decisions if d.workload != stale]
+    assert asyncio.run(backend.write_placement(again, "c1", lambda d, t: seen.append((d, t)))) == (
+        PlacementWrite()
+    )
+    assert seen == [(i, 6) for i in range(1, 7)]
+
+
+def test_a_failed_placement_write_fails_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(placement, "PLACEMENT_WRITERS", 2)
+    dyn = _fleet(topology=True)
+    keys = _workloads(dyn, 4)
+    apply_status = fake_dyn.StatusResource.server_side_apply
+
+    def commit(self: fake_dyn.StatusResource, body: dict[str, Any], **kw: Any) -> Any:
+        if body["metadata"]["name"] == "w2":
+            raise fake_dyn.ApiError(500)  # past the client's own retries
+        return apply_status(self, body, **kw)
+
+    monkeypatch.setattr(fake_dyn.StatusResource, "server_side_apply", commit)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    decisions = [PlacementDecisionInfo(k, (ClusterReplicasInfo("c1", 1),)) for k in keys]
+    with pytest.raises(fake_dyn.ApiError):
+        asyncio.run(backend.write_placement(decisions, "r"))
+    assert backend.placement_writes == []  # reported only for a whole call
 
 
 def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.MonkeyPatch) -> None:

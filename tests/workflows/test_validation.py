@@ -69,6 +69,13 @@ BAD_CALIBRATIONS: list[tuple[CalibrationInput, str]] = [
         "options.timeouts.poll_seconds",
     ),
     (
+        CalibrationInput(
+            target="v1.33.5",
+            options=replace(FAST, timeouts=Timeouts(placement_seconds=0)),
+        ),
+        "options.timeouts.placement_seconds",
+    ),
+    (
         CalibrationInput(target="v1.33.5", options=replace(FAST, history_threshold=0)),
         "options.history_threshold",
     ),

@@ -16,10 +16,12 @@ Temporal. Nothing returned contains a credential.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -274,9 +276,16 @@ class KubeAccess:
                 log.info("version write conflicted (409); re-reading (attempt %d)", attempt + 1)
 
     async def _call(
-        self, operation: str, attributes: Mapping[str, str | int], fn: Callable[[], T]
+        self,
+        operation: str,
+        attributes: Mapping[str, str | int],
+        fn: Callable[[], T],
+        executor: Executor | None = None,
     ) -> T:
         """Run blocking client calls in a thread (with the caller's context, so spans nest).
+
+        The thread comes from ``executor``, or the event loop's default one (shared by every
+        activity of the worker).
 
         When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
         before its next request (``client.run_cancellable``), so it outlives the activity by at
@@ -303,7 +312,8 @@ class KubeAccess:
                 return run_cancellable(body, cancel)
 
         try:
-            return await asyncio.to_thread(run)
+            context = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(executor, context.run, run)
         finally:
             cancel.set()  # a no-op once the thread is done
 

@@ -14,19 +14,51 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.kube import fleetapi
 from orchestrator.kube.backend.access import KubeAccess
-from orchestrator.kube.backend.port import NotFoundError, PlacementDecisionInfo, PlacementWrite
+from orchestrator.kube.backend.port import (
+    NotFoundError,
+    PlacementDecisionInfo,
+    PlacementWrite,
+    Progress,
+)
+
+# Decisions written at once by write_placement: a few in flight fill the API server's fair share
+# without queueing behind the client's connection pool (kubernetes' default: 5 per CPU).
+PLACEMENT_WRITERS = 8
 
 
 class PlacementWrites(KubeAccess):
     """``FleetBackend.write_placement``: the decisions that changed, compare-and-swap."""
 
-    def _write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+    def _placement_writer(self, todo: Sequence[fleetapi.Decision]) -> fleetapi.PlacementWriter:
+        try:
+            return fleetapi.PlacementWriter(self._dyn, todo, self._namespace)
+        except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
+            raise NotFoundError(str(err)) from None
+
+    async def write_placement(
+        self,
+        decisions: Sequence[PlacementDecisionInfo],
+        reason: str,
+        progress: Progress | None = None,
     ) -> PlacementWrite:
+        """Write each changed decision, conditionally on the FleetWorkload as read (see above).
+
+        The two LISTs first, then up to ``PLACEMENT_WRITERS`` decisions at a time, on threads of
+        this call's own (not the loop's default pool, which every activity of the worker
+        shares); each decision is a ``_call`` (cancelled with the activity, a span of its own).
+        A first placement writes three objects per workload: one after the other, 1,000
+        workloads outlasted a 60-s activity on a loaded plane (issue 9). Decisions are one per
+        workload, so concurrent writes never touch the same objects and each keeps its
+        compare-and-swap. ``progress`` hears of every decision handled; the result lists
+        workloads in the order of ``decisions``. The first failure stops the writes not yet
+        started (those in flight finish their request) and is raised.
+        """
         todo = [
             fleetapi.Decision(
                 d.workload,
@@ -36,19 +68,44 @@ class PlacementWrites(KubeAccess):
             )
             for d in decisions
         ]
+        attributes = {"calibrator.decisions": len(todo)}
+        writer = await self._call(
+            "write_placement", attributes, lambda: self._placement_writer(todo)
+        )
+        statuses = [fleetapi.UNCHANGED] * len(todo)
+        pending = iter(range(len(todo)))  # shared by the writers: each index is taken once
+        done = 0
+        threads = ThreadPoolExecutor(PLACEMENT_WRITERS, thread_name_prefix="placement")
+
+        async def write_some() -> None:
+            nonlocal done
+            for i in pending:
+                statuses[i] = await self._call(
+                    "write_placement_decision",
+                    {"calibrator.workload": todo[i].workload},
+                    lambda d=todo[i]: writer.write(d),  # type: ignore[misc]
+                    threads,
+                )
+                done += 1
+                if progress is not None:
+                    progress(done, len(todo))
+
+        writers = [
+            asyncio.ensure_future(write_some()) for _ in range(min(PLACEMENT_WRITERS, len(todo)))
+        ]
         try:
-            outcome = fleetapi.write_placement_decisions(self._dyn, todo, self._namespace)
-        except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
-            raise NotFoundError(str(err)) from None
+            if writers:
+                finished, _ = await asyncio.wait(writers, return_when=asyncio.FIRST_EXCEPTION)
+                for task in finished:
+                    failure = task.exception()
+                    if failure is not None:
+                        raise failure
+        finally:
+            for task in writers:
+                task.cancel()
+            await asyncio.gather(*writers, return_exceptions=True)
+            threads.shutdown(wait=False)
+        outcome = fleetapi.outcome_of(todo, statuses)
         with self._lock:
             self.wrote_placements(outcome.written, reason)
         return PlacementWrite(outcome.written, outcome.conflicts)
-
-    async def write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
-    ) -> PlacementWrite:
-        """Write each changed decision, conditionally on the FleetWorkload as read (see above)."""
-        attributes = {"calibrator.decisions": len(decisions)}
-        return await self._call(
-            "write_placement", attributes, lambda: self._write_placement(decisions, reason)
-        )

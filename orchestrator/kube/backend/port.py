@@ -34,7 +34,11 @@ Contract every implementation keeps:
   what changed), and treats each decision's ``resource_version`` as a compare-and-swap
   precondition on the workload (the version the inventory read): a workload someone else changed
   meanwhile is reported in ``PlacementWrite.conflicts`` and not written, so two clusters
-  upgrading side by side never overwrite each other's decisions with stale ones;
+  upgrading side by side never overwrite each other's decisions with stale ones. A large write
+  set may be written a bounded number at a time (the kube backend: ``PLACEMENT_WRITERS``); the
+  result lists workloads in the order of ``decisions`` either way, and ``progress`` (when given)
+  is called on the caller's event loop with (decisions handled, decisions given) as they finish,
+  so the activity can heartbeat while a large placement is written;
 * ``put_blob`` / ``get_blob`` keep immutable, content-addressed documents (the calibration plan)
   out of workflow history: the key is the SHA-256 of the bytes, a second put of the same key is
   a no-op, and a missing key is ``NotFoundError``; ``delete_blob`` removes one when its owner
@@ -48,7 +52,7 @@ Contract every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,6 +62,9 @@ from orchestrator.domain.taints import Effect, Taint
 # --------------------------------------------------------------------------------------------
 # Errors a backend raises on purpose
 # --------------------------------------------------------------------------------------------
+
+Progress = Callable[[int, int], None]
+"""(done, total) -> None: how far a long write has got (``write_placement``)."""
 
 
 class BackendError(Exception):
@@ -230,7 +237,10 @@ class FleetBackend(Protocol):
         ...
 
     async def write_placement(
-        self, decisions: Sequence[PlacementDecisionInfo], reason: str
+        self,
+        decisions: Sequence[PlacementDecisionInfo],
+        reason: str,
+        progress: Progress | None = None,
     ) -> PlacementWrite:
         """Write the decisions that changed, each only if its workload is still as read."""
         ...

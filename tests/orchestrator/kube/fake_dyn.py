@@ -13,6 +13,7 @@ the status subresource does; ``delete`` removes one (404 when absent). Every wri
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 NS = "fleet"
@@ -150,6 +151,7 @@ class FakeDyn:
         self.pages: dict[str, int] = {}  # pages fetched per kind
         self.expired: set[str] = set()  # continue tokens the "server" answers with 410
         self.rv = 1
+        self.rv_lock = threading.Lock()  # writers may run in threads (placement writes)
         self.resources = self
 
     def get(self, api_version: str, kind: str) -> Resource:  # resources.get
@@ -163,8 +165,9 @@ class FakeDyn:
         self.invalidations += 1
 
     def bump(self, obj: dict[str, Any]) -> None:
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
+        with self.rv_lock:
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
 
     def add(self, kind: str, obj: dict[str, Any]) -> None:
         obj["metadata"].setdefault("namespace", NS)
