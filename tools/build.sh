@@ -66,8 +66,8 @@ KIND_RECIPE_REVISION=3  # 3: etcd and CoreDNS per Kubernetes minor
 # The haproxy set (tools/kind/haproxy-set.sh): CAPD's load-balancer image, Debian's haproxy on
 # KIND_DEBIAN_SUITE. CAPD names the image <imageRepository>/haproxy:<imageTag>; the docker
 # ClusterClass (capi-templates/docker) sets repository and tag to these.
-HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r1
-HAPROXY_RECIPE_REVISION=1
+HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r2
+HAPROXY_RECIPE_REVISION=2  # 2: maxconn within a 20000 open-file limit
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

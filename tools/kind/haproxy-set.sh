@@ -15,11 +15,13 @@ haproxy_cache_key() {
 
 # The configuration the container starts with, before CAPD writes its own and sends SIGHUP
 # (haproxy -W: the master reloads on SIGHUP). It must parse and listen; no backends yet.
+# maxconn: haproxy raises its open-file limit to about 2 x maxconn and exits when it cannot;
+# this VM's hard limit is 20000 and nothing here may raise it (no CAP_SYS_RESOURCE).
 haproxy_default_config() {
   cat <<'CFG'
 # Fleet Calibrator's CAPD load balancer: replaced by CAPD on the first reconcile.
 global
-  maxconn 100000
+  maxconn 4000
 
 defaults
   mode tcp
