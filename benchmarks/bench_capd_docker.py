@@ -116,33 +116,22 @@ def observe(dyn: Any, mgmt: Any, sock: Path, cluster: str) -> dict[str, bool]:
     return seen
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m benchmarks.bench_capd_docker")
-    parser.add_argument("--state-dir", type=Path, required=True)
-    parser.add_argument("--version", default="v1.34.12")
-    parser.add_argument("--name", default="d1")
-    parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-
-    plane = LocalPlane(args.state_dir)
+def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) -> dict[str, Any]:
+    """Create the cluster and poll until every milestone holds or ``timeout``; the summary."""
     engine = dockerenv.recorded_engine(plane)
     if engine is None:
-        print(
-            "no Docker provider recorded: run calibrator env up --provider docker", file=sys.stderr
-        )
-        return 2
+        raise RuntimeError("no Docker provider recorded: run calibrator env up --provider docker")
     mgmt = api_client(plane.kubeconfig)
     dyn = dynamic(mgmt)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     apply_all(dyn, [namespace, *cluster_class_objects(NS, backend="docker"), *cni_objects(NS)])
     began = time.monotonic()
-    apply_all(dyn, cluster_objects(args.name, NS, args.version, backend="docker", labels=CNI_LABEL))
+    apply_all(dyn, cluster_objects(name, NS, version, backend="docker", labels=CNI_LABEL))
     times: dict[str, float] = {}
     last: dict[str, bool] = {}
-    while time.monotonic() - began < args.timeout:
+    while time.monotonic() - began < timeout:
         try:
-            last = observe(dyn, mgmt, engine.socket, args.name)
+            last = observe(dyn, mgmt, engine.socket, name)
         except Exception as err:
             print(f"[bench] poll failed: {err}", file=sys.stderr)
         now = round(time.monotonic() - began, 1)
@@ -157,21 +146,36 @@ def main(argv: list[str] | None = None) -> int:
     nodes: dict[str, Any] = {}
     if done:
         nodes = {
-            name: {
+            node_name: {
                 "ready": workload.node_ready(node),
                 "kubelet": workload.kubelet_version(node),
                 "runtime": (node.get("status") or {})
                 .get("nodeInfo", {})
                 .get("containerRuntimeVersion"),
             }
-            for name, node in workload.nodes(workload.workload_client(mgmt, NS, args.name)).items()
+            for node_name, node in workload.nodes(workload.workload_client(mgmt, NS, name)).items()
         }
-    doc = {"cluster": args.name, "version": args.version, "complete": done, "seconds": times,
-           "missing": sorted(k for k, v in last.items() if not v), "nodes": nodes}  # fmt: skip
+    return {"cluster": name, "version": version, "complete": done, "seconds": times,
+            "missing": sorted(k for k, v in last.items() if not v), "nodes": nodes}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m benchmarks.bench_capd_docker")
+    parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--version", default="v1.34.12")
+    parser.add_argument("--name", default="d1")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        doc = create_and_time(LocalPlane(args.state_dir), args.name, args.version, args.timeout)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 2
     print(json.dumps(doc, indent=2))
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
-    return 0 if done else 1
+    return 0 if doc["complete"] else 1
 
 
 if __name__ == "__main__":
