@@ -23,12 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane import dockerenv
 from orchestrator.localplane.dockerd import api
 from orchestrator.localplane.plane import REPO_ROOT, LocalPlane
+from tests.integration.helpers import fully_at_version, machines, patch, wait_for
 
 NS = "capd-docker"
 CNI_MANIFEST = REPO_ROOT / "tools" / "kind" / "rootfs" / "kind" / "manifests" / "default-cni.yaml"
@@ -159,6 +162,49 @@ def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) 
             "missing": sorted(k for k, v in last.items() if not v), "nodes": nodes}  # fmt: skip
 
 
+def upgrade_and_time(plane: LocalPlane, name: str, target: str, timeout: float) -> dict[str, Any]:
+    """Patch the Cluster's topology version; time until every Machine is replaced at ``target``
+    with a Ready Node whose kubelet reports ``target`` and the Cluster is Available."""
+    mgmt = api_client(plane.kubeconfig)
+    dyn = dynamic(mgmt)
+    before = frozenset(m["metadata"]["name"] for m in machines(dyn, NS, name))
+    began = time.monotonic()
+    patch(dyn, capi.CLUSTER, NS, name, {"spec": {"topology": {"version": target}}})
+    summary = wait_for(
+        f"{name} at {target}",
+        lambda: fully_at_version(dyn, mgmt, NS, name, target, len(before), replaced=before),
+        timeout,
+        interval=1.0,
+    )
+    seconds = round(time.monotonic() - began, 1)
+    print(f"[bench] {seconds:7.1f}s upgraded to {target}", file=sys.stderr)
+    wl = workload.workload_client(mgmt, NS, name)
+
+    def coredns_ready() -> str | None:
+        dep = client.AppsV1Api(wl).read_namespaced_deployment("coredns", "kube-system")
+        image = dep.spec.template.spec.containers[0].image
+        status = dep.status
+        settled = (
+            status.updated_replicas == dep.spec.replicas
+            and status.ready_replicas == dep.spec.replicas
+            and not status.unavailable_replicas
+        )
+        return image if settled else None
+
+    coredns = wait_for("CoreDNS ready", coredns_ready, timeout, interval=1.0)
+    coredns_seconds = round(time.monotonic() - began, 1)
+    print(f"[bench] {coredns_seconds:7.1f}s CoreDNS ready ({coredns})", file=sys.stderr)
+    nodes = workload.nodes(wl)
+    return {
+        "target": target,
+        "seconds": seconds,
+        "corednsReadySeconds": coredns_seconds,
+        "corednsImage": coredns,
+        "machines": summary["machines"],
+        "kubelets": {n: workload.kubelet_version(node) for n, node in nodes.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks.bench_capd_docker")
     parser.add_argument("--state-dir", type=Path, required=True)
@@ -166,12 +212,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="d1")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--upgrade-to", default=None, help="then upgrade to this version, timed")
     args = parser.parse_args(argv)
+    plane = LocalPlane(args.state_dir)
     try:
-        doc = create_and_time(LocalPlane(args.state_dir), args.name, args.version, args.timeout)
+        doc = create_and_time(plane, args.name, args.version, args.timeout)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 2
+    if doc["complete"] and args.upgrade_to:
+        doc["upgrade"] = upgrade_and_time(plane, args.name, args.upgrade_to, args.timeout)
     print(json.dumps(doc, indent=2))
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
