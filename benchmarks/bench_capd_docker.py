@@ -181,15 +181,17 @@ def upgrade_and_time(plane: LocalPlane, name: str, target: str, timeout: float) 
     wl = workload.workload_client(mgmt, NS, name)
 
     def coredns_ready() -> str | None:
-        dep = client.AppsV1Api(wl).read_namespaced_deployment("coredns", "kube-system")
-        image = dep.spec.template.spec.containers[0].image
-        status = dep.status
-        settled = (
-            status.updated_replicas == dep.spec.replicas
-            and status.ready_replicas == dep.spec.replicas
-            and not status.unavailable_replicas
+        dep: dict[str, Any] = (
+            client.AppsV1Api(wl).read_namespaced_deployment("coredns", "kube-system").to_dict()
         )
-        return image if settled else None
+        want = dep["spec"]["replicas"]
+        status = dep.get("status") or {}
+        settled = (
+            status.get("updated_replicas") == want
+            and status.get("ready_replicas") == want
+            and not status.get("unavailable_replicas")
+        )
+        return str(dep["spec"]["template"]["spec"]["containers"][0]["image"]) if settled else None
 
     coredns = wait_for("CoreDNS ready", coredns_ready, timeout, interval=1.0)
     coredns_seconds = round(time.monotonic() - began, 1)
