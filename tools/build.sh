@@ -17,8 +17,11 @@
 #                               the kind CLI, a kind base image and node images,
 #                               built from Debian packages and Go modules (needs
 #                               root and a Docker engine; see README.md)
+#   tools/build.sh --set haproxy [--print-dir] [--force]
+#                               CAPD's load-balancer image from Debian's haproxy
+#                               (needs root and the Debian mirror, no engine)
 #
-# Sets: control-plane (the default), pulumi and kind.  Only the bin dir is written
+# Sets: control-plane (the default), pulumi, kind and haproxy.  Only the bin dir is written
 # to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
 # BIN=$(tools/build.sh | tail -1) work.
 #
@@ -60,6 +63,11 @@ KIND_KUBE_ROUTER_VERSION=v2.1.0    # the pod network (newest kube-router/v2 serv
 KIND_DEBIAN_SUITE=bookworm
 KIND_DEBIAN_MIRROR=${KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 KIND_RECIPE_REVISION=3  # 3: etcd and CoreDNS per Kubernetes minor
+# The haproxy set (tools/kind/haproxy-set.sh): CAPD's load-balancer image, Debian's haproxy on
+# KIND_DEBIAN_SUITE. CAPD names the image <imageRepository>/haproxy:<imageTag>; the docker
+# ClusterClass (capi-templates/docker) sets repository and tag to these.
+HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r2
+HAPROXY_RECIPE_REVISION=2  # 2: maxconn within a 20000 open-file limit
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,7 +92,7 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -93,7 +101,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
-    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi or kind"; }
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind or haproxy"; }
            SET=$2; shift ;;
     --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
@@ -102,8 +110,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 case "$SET" in
-  control-plane|pulumi|kind) ;;
-  *) die "unknown set: $SET (control-plane, pulumi or kind)" ;;
+  control-plane|pulumi|kind|haproxy) ;;
+  *) die "unknown set: $SET (control-plane, pulumi, kind or haproxy)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
@@ -115,6 +123,12 @@ if [[ $SET == pulumi ]]; then
   # shellcheck source=pulumi/build-set.sh
   source "$TOOLS_DIR/pulumi/build-set.sh"
   pulumi_set_main
+  exit 0
+fi
+if [[ $SET == haproxy ]]; then
+  # shellcheck source=kind/haproxy-set.sh
+  source "$TOOLS_DIR/kind/haproxy-set.sh"
+  haproxy_set_main
   exit 0
 fi
 if [[ $SET == kind ]]; then

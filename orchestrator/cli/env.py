@@ -63,20 +63,57 @@ def up(
         int | None, typer.Option(help="Stop the plane by itself after this many seconds.")
     ] = None,
     output: OutputOpt = Format.table,
+    provider: Annotated[
+        str,
+        typer.Option(
+            help="in-memory (simulated machines, the default) or docker (CAPD's docker backend "
+            "on our own dockerd; see docs/kind.md)."
+        ),
+    ] = "in-memory",
+    docker_state_dir: Annotated[
+        Path | None,
+        typer.Option(help="docker: dockerd's state dir (default: $CALIBRATOR_DOCKER_DIR or ...)."),
+    ] = None,
+    node_version: Annotated[
+        list[str] | None,
+        typer.Option(help="docker: load only this node image version (repeatable; default all)."),
+    ] = None,
 ) -> None:
     """Start the plane (idempotent; repairs a plane whose component crashed)."""
+    from orchestrator.localplane import dockerenv
     from orchestrator.localplane.processes import PlaneError
 
+    if provider not in dockerenv.PROVIDERS:
+        fail(f"unknown provider {provider!r} (in-memory or docker)")
     plane = _plane(state_dir)
     from rich.console import Console
 
     con = Console(stderr=True)
+    extra: dict[str, object] = {}
     try:
         with con.status("starting local management plane") as live:
-            status = plane.up(timeout=timeout, ttl_seconds=ttl, progress=live.update)
+            if provider == "docker":
+                started = dockerenv.up(
+                    plane,
+                    docker_state_dir=docker_state_dir,
+                    node_versions=node_version,
+                    timeout=timeout,
+                    ttl_seconds=ttl,
+                    progress=live.update,
+                )
+                status = started.plane
+                extra = {
+                    "provider": "docker",
+                    "dockerHost": started.docker_host,
+                    "dockerStateDir": str(started.docker_state_dir),
+                    "imagesLoaded": started.loaded,
+                    "seconds": started.seconds,
+                }
+            else:
+                status = plane.up(timeout=timeout, ttl_seconds=ttl, progress=live.update)
     except PlaneError as err:
         fail(str(err).splitlines()[0] + f" (logs in {plane.logs})", code=1)
-    doc = status.to_json()
+    doc = {**status.to_json(), **extra}
     emit(doc, output, lambda c: _status_table(c, doc))
 
 
@@ -87,8 +124,14 @@ def down(
         bool, typer.Option(help="Also delete the state directory (etcd data, certs).")
     ] = False,
 ) -> None:
-    """Stop exactly the processes ``up`` started."""
-    stopped = _plane(state_dir).down(purge=purge)
+    """Stop exactly the processes ``up`` started.
+
+    With ``--provider docker`` also our dockerd, after removing its containers.
+    """
+    from orchestrator.localplane import dockerenv
+
+    con = Console(stderr=True)
+    stopped = dockerenv.down(_plane(state_dir), purge=purge, progress=con.print)
     sys.stdout.write(f"stopped: {', '.join(stopped) or 'nothing was running'}\n")
 
 

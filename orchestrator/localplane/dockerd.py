@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,12 +76,36 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def api(sock: Path, method: str, path: str, timeout: float = 10.0) -> tuple[int, object]:
-    """One Engine API call; returns (status, decoded JSON body or text)."""
+def api(
+    sock: Path,
+    method: str,
+    path: str,
+    timeout: float = 10.0,
+    *,
+    body: object | None = None,
+    upload: Path | None = None,
+) -> tuple[int, object]:
+    """One Engine API call; returns (status, decoded JSON body or text).
+
+    ``body`` is sent as JSON; ``upload`` streams a file (an image archive for ``/images/load``).
+    """
     conn = _UnixHTTPConnection(sock, timeout)
     try:
-        conn.request(method, path)
-        resp = conn.getresponse()
+        if upload is not None:
+            with upload.open("rb") as data:
+                headers = {
+                    "Content-Type": "application/x-tar",
+                    "Content-Length": str(upload.stat().st_size),
+                }
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+        elif body is not None:
+            payload = json.dumps(body).encode()
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+        else:
+            conn.request(method, path)
+            resp = conn.getresponse()
         body = resp.read().decode(errors="replace")
     finally:
         conn.close()
@@ -206,6 +231,47 @@ class DockerEngine:
         progress(f"dockerd pid {record.pid} answered after {waited:.1f}s on {self.socket}")
         return self.status()
 
+    def ensure_network(self, name: str, subnet: str, gateway: str) -> bool:
+        """Create the user-defined bridge network ``name`` unless it exists; True when created.
+
+        CAPD's docker backend attaches every machine and load balancer to the network ``kind``
+        and never creates it (a kind management cluster would have made it).
+        """
+        code, _ = api(self.socket, "GET", f"/networks/{name}")
+        if code == 200:
+            return False
+        spec = {
+            "Name": name,
+            "Driver": "bridge",
+            "CheckDuplicate": True,
+            "IPAM": {"Driver": "default", "Config": [{"Subnet": subnet, "Gateway": gateway}]},
+            "Options": {"com.docker.network.bridge.enable_ip_masquerade": "true"},
+        }
+        code, reply = api(self.socket, "POST", "/networks/create", body=spec)
+        if code != 201:
+            raise PlaneError(f"creating network {name} failed: HTTP {code} {reply}")
+        return True
+
+    def image_id(self, tag: str) -> str | None:
+        """The ID of the image ``tag`` in this engine, None when it has none."""
+        code, body = api(self.socket, "GET", f"/images/{tag}/json")
+        return str(body["Id"]) if code == 200 and isinstance(body, dict) else None
+
+    def load_archive(self, archive: Path, timeout: float = 900.0) -> list[str]:
+        """Load a ``docker save`` archive unless the engine has each of its images by ID.
+
+        Returns the tags it loaded (empty when every image was there already).
+        """
+        wanted = archive_images(archive)
+        if all(self.image_id(tag) == image for tag, image in wanted.items()):
+            return []
+        code, reply = api(
+            self.socket, "POST", "/images/load?quiet=1", timeout=timeout, upload=archive
+        )
+        if code != 200 or (isinstance(reply, dict) and reply.get("error")):
+            raise PlaneError(f"loading {archive} failed: HTTP {code} {reply}")
+        return sorted(wanted)
+
     def remove_containers(self, timeout: float = 120.0) -> list[str]:
         """Force-remove every container of this engine (kind nodes, CAPD machines) and volumes."""
         code, body = api(self.socket, "GET", "/containers/json?all=1", timeout=timeout)
@@ -270,6 +336,21 @@ class DockerEngine:
         if purge and self.state_dir.exists():
             _unmount_below(self.state_dir)
             shutil.rmtree(self.state_dir)
+
+
+def archive_images(archive: Path) -> dict[str, str]:
+    """Tag -> image ID of a ``docker save`` archive (its manifest names each config file)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("manifest.json")
+        if member is None:
+            raise PlaneError(f"{archive} has no manifest.json")
+        manifest = json.load(member)
+    images: dict[str, str] = {}
+    for entry in manifest:
+        image = "sha256:" + str(entry["Config"]).split("/")[-1].removesuffix(".json")
+        for tag in entry.get("RepoTags") or []:
+            images[str(tag)] = image
+    return images
 
 
 def _which(binary: str) -> str | None:

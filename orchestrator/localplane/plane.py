@@ -261,10 +261,22 @@ class LocalPlane:
         *,
         timeout: float = 300.0,
         ttl_seconds: int | None = None,
+        docker_host: str | None = None,
         progress: Callable[[str], None] = lambda _: None,
     ) -> PlaneStatus:
-        """Start (or repair) the plane and wait until every component is healthy."""
+        """Start (or repair) the plane and wait until every component is healthy.
+
+        ``docker_host`` (``unix://...``) gives CAPD a Docker engine for its docker backend
+        (DockerCluster, DockerMachine); without it only the in-memory backend can work. A healthy
+        plane started with another engine (or none) is restarted with this one.
+        """
         current = self.status()
+        _, recorded = self._load()
+        same_engine = recorded.get("dockerHost") == docker_host
+        if not same_engine and current.components:
+            progress(f"restarting the plane for Docker engine {docker_host or '(none)'}")
+            self.down()
+            current = self.status()
         if current.healthy and len(current.components) == 2 + len(MANAGERS):
             self._install_api()  # a plane started by an older version may lack our CRDs
             progress("already running and healthy")
@@ -295,6 +307,7 @@ class LocalPlane:
         extra: dict[str, object] = {
             "ports": ports,
             "binDir": str(bin_dir),
+            "dockerHost": docker_host,
             "versions": {
                 "kubernetes": manifest["kubernetes"],
                 "etcd": manifest["etcd"],
@@ -422,9 +435,7 @@ class LocalPlane:
                 ]
                 if m.feature_gates:
                     argv.append(f"--feature-gates={m.feature_gates}")
-                env = {**m.env}
-                for var in ("POD_NAMESPACE", "POD_NAME", "POD_UID", "KUBECONFIG"):
-                    env.pop(var, None)
+                env = _manager_env(m, docker_host)
                 record(
                     start(
                         m.name,
@@ -499,7 +510,15 @@ class LocalPlane:
         records, extra, record = self._record(name)
         if alive(record.pid):
             raise PlaneError(f"{name} is still running (pid {record.pid}); stop it first")
-        env = next((dict(m.env) for m in MANAGERS if m.name == name), None)
+        docker_host = extra.get("dockerHost")
+        env = next(
+            (
+                _manager_env(m, docker_host if isinstance(docker_host, str) else None)
+                for m in MANAGERS
+                if m.name == name
+            ),
+            None,
+        )
         fresh = start(name, record.argv, Path(record.log), record.health_url, env)
         save_records(self.state_file, [fresh if r is record else r for r in records], extra)
         tls = self._tls()
@@ -732,6 +751,18 @@ class LocalPlane:
             start_new_session=True,
         )
         return proc.pid
+
+
+def _manager_env(manager: Manager, docker_host: str | None) -> dict[str, str]:
+    """What a manager gets on top of our environment.
+
+    Its own variables, and for CAPD the Docker engine of its docker backend (``DOCKER_HOST``;
+    never inherited from our shell).
+    """
+    env = dict(manager.env)
+    if manager.name == "capd":
+        env["DOCKER_HOST"] = docker_host or ""
+    return env
 
 
 def _wait_openapi(api_url: str, tls: TLSClient, timeout: float, apiserver: ProcessRecord) -> None:

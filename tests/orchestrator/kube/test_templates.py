@@ -63,16 +63,29 @@ def test_every_template_renders_to_namespaced_objects(backend: str) -> None:
         "c", "fleet", "v1.34.0", backend=backend
     )
     for obj in objs:
-        assert obj["apiVersion"].endswith(("v1beta2",)), obj["kind"]
+        if obj["kind"] != "ConfigMap":  # the docker load balancer's configuration template
+            assert obj["apiVersion"].endswith(("v1beta2",)), obj["kind"]
         assert obj["metadata"]["namespace"] == "fleet"
     cc = next(o for o in objs if o["kind"] == "ClusterClass")
-    assert cc["spec"]["kubernetesVersions"] == [
-        "v1.31.0",
-        "v1.32.0",
-        "v1.33.0",
-        "v1.34.0",
-        "v1.35.0",
-    ]
+    node_images = ["v1.34.12", "v1.35.8"] if backend == "docker" else []
+    assert cc["spec"]["kubernetesVersions"] == sorted(
+        ["v1.31.0", "v1.32.0", "v1.33.0", "v1.34.0", "v1.35.0", *node_images],
+        key=lambda v: tuple(int(p) for p in v[1:].split(".")),
+    )
+
+
+def test_docker_load_balancer_image_is_the_one_tools_build_makes() -> None:
+    """CAPD runs <imageRepository>/haproxy:<imageTag>; no registry can supply another."""
+    build = (TEMPLATES.parent / "tools" / "build.sh").read_text()
+    pinned = next(
+        line.split("=", 1)[1].split()[0]
+        for line in build.splitlines()
+        if line.startswith("HAPROXY_IMAGE=")
+    )
+    objs = cluster_class_objects("fleet", "docker")
+    template = next(o for o in objs if o["kind"] == "DockerClusterTemplate")
+    lb = template["spec"]["template"]["spec"]["loadBalancer"]
+    assert f"{lb['imageRepository']}/haproxy:{lb['imageTag']}" == pinned
 
 
 def test_template_directory_layout() -> None:
