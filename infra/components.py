@@ -36,14 +36,33 @@ def _token(obj: Mapping[str, Any]) -> str:
     return f"{str(obj['kind']).lower()}-{obj['metadata']['name']}"
 
 
-def _custom(
-    obj: Mapping[str, Any], opts: pulumi.ResourceOptions
-) -> k8s.apiextensions.CustomResource:
-    extra = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "spec")}
+def _metadata(obj: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The object's metadata with background deletion; any field outside ``fields`` is an error."""
+    extra = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", *fields)}
     if extra:
         raise ValueError(f"{obj['kind']} {obj['metadata']['name']}: unexpected fields {extra}")
     metadata = copy.deepcopy(dict(obj["metadata"]))
     metadata.setdefault("annotations", {})[DELETION_POLICY] = "background"
+    return metadata
+
+
+def _template(obj: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """A ClusterClass template object: a CAPI custom resource, or a ConfigMap it refers to.
+
+    The docker class ships its load balancer's HAProxy configuration as a ConfigMap
+    (``customHAProxyConfigTemplateRef``): a core object with ``data``, not ``spec``.
+    """
+    if obj["apiVersion"] == "v1" and obj["kind"] == "ConfigMap":
+        return k8s.core.v1.ConfigMap(
+            _token(obj), metadata=_metadata(obj, ("data",)), data=obj.get("data"), opts=opts
+        )
+    return _custom(obj, opts)
+
+
+def _custom(
+    obj: Mapping[str, Any], opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResource:
+    metadata = _metadata(obj, ("spec",))
     return k8s.apiextensions.CustomResource(
         _token(obj),
         api_version=obj["apiVersion"],
@@ -77,7 +96,7 @@ class ClusterClassBundle(pulumi.ComponentResource):
         )
         objects = cluster_class_objects(namespace, backend)
         templates = [o for o in objects if o["kind"] != "ClusterClass"]
-        template_resources = [_custom(o, in_namespace) for o in templates]
+        template_resources = [_template(o, in_namespace) for o in templates]
         (cluster_class,) = [o for o in objects if o["kind"] == "ClusterClass"]
         self.cluster_class = _custom(
             cluster_class,
