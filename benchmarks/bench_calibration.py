@@ -448,7 +448,7 @@ async def planned_waves(
     """The waves the calibration will run, planned from the same inventory before it starts
     (progress keeps only counts per stage at scale)."""
     from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
-    from workflows.activities import plan_from_input  # noqa: PLC0415
+    from workflows.activities.plan_payload import plan_from_input  # noqa: PLC0415
 
     inventory = await KubeFleetBackend(mgmt, namespace).inventory()
     plan = plan_from_input(

@@ -23,8 +23,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.versions import KubeVersion
 from workflows import search_attributes, task_queues
-from workflows.activities import load_strategy_document, plan_from_input
-from workflows.calibration import ClusterUpgrade, FleetCalibration
+from workflows.activities.plan_payload import load_strategy_document, plan_from_input
+from workflows.definitions.cluster_upgrade import ClusterUpgrade
+from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
     AbortRequest,
     Ack,

@@ -42,7 +42,7 @@ from orchestrator.domain.errors import InputError
 from orchestrator.domain.policy import policy_from_mapping
 from workflows import task_queues
 from workflows.client import ControlError
-from workflows.continuous import ContinuousCalibration
+from workflows.definitions.continuous import ContinuousCalibration
 from workflows.model import CalibrationOptions, ContinuousInput, ContinuousResult
 
 WORKFLOW_TYPE = "ContinuousCalibration"

@@ -16,8 +16,9 @@ from temporalio.worker import Worker
 from orchestrator.kube.backend.port import FleetBackend
 from workflows import task_queues
 from workflows.activities import CalibrationActivities
-from workflows.calibration import ClusterUpgrade, FleetCalibration
-from workflows.continuous import ContinuousCalibration
+from workflows.definitions.cluster_upgrade import ClusterUpgrade
+from workflows.definitions.continuous import ContinuousCalibration
+from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.payloads import strict_client
 
 WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade, ContinuousCalibration)

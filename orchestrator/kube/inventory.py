@@ -1,7 +1,8 @@
 """The live inventory: a management cluster's fleet as a FleetSnapshot (the one code path).
 
 ``calibrator drift|plan|check|place|snapshot`` and the worker's activities read the fleet through
-``read_fleet``; what the objects mean is decided by the pure ``orchestrator.kube.fleetmap``.
+``read_fleet``, which returns the port's ``Inventory`` (one type for both); what the objects mean
+is decided by the pure ``orchestrator.kube.fleetmap``.
 
 Cost, whatever the fleet size: one paginated LIST (``limit``/``continue``,
 ``client.list_pages``) per kind - ClusterClasses, Clusters, KubeadmControlPlanes,
@@ -14,15 +15,15 @@ at once, so an unreachable cluster costs its timeout once and never stalls the o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from orchestrator.domain.snapshot import FleetSnapshot, WorkloadClusterStatus
+from orchestrator.domain.snapshot import WorkloadClusterStatus
 from orchestrator.kube import capi, fleetapi
+from orchestrator.kube.backend.port import Inventory
 from orchestrator.kube.client import PAGE_SIZE, list_pages
 from orchestrator.kube.fleetmap import (
     FleetMap,
@@ -35,22 +36,6 @@ from orchestrator.kube.fleetmap import (
 PROBE_CONCURRENCY = 16
 Probe = Callable[[str, str], WorkloadClusterStatus]
 """(namespace, cluster) -> what the workload cluster reports (``workload.probe`` bound to a client)."""
-
-
-@dataclass(frozen=True)
-class FleetRead:
-    """One read of the fleet: the snapshot, where each cluster lives, and what was left out."""
-
-    snapshot: FleetSnapshot
-    namespaces: Mapping[str, str] = field(default_factory=dict)
-    skipped: Mapping[str, str] = field(default_factory=dict)
-    """Clusters left out because their objects are malformed or unsupported: name -> reason."""
-    pending: Mapping[str, str] = field(default_factory=dict)
-    """Clusters left out because they are still being created: name -> reason."""
-    workload_versions: Mapping[str, str] = field(default_factory=dict)
-    """``namespace/name`` -> the FleetWorkload's resourceVersion (placement-write preconditions)."""
-    workloads_served: bool = True
-    """False when calibrator.dev is not installed and ``require_workloads`` was not asked for."""
 
 
 def _resource(dyn: Any, kind: tuple[str, str]) -> Any:
@@ -110,7 +95,7 @@ def read_fleet(
     require_workloads: bool = True,
     concurrency: int = PROBE_CONCURRENCY,
     page_size: int = PAGE_SIZE,
-) -> FleetRead:
+) -> Inventory:
     """The fleet of ``namespace`` (None: every namespace) as one validated FleetSnapshot.
 
     ``probe`` (None: no workload-cluster access) fills each cluster's ``workloadCluster``.
@@ -123,7 +108,7 @@ def read_fleet(
     fleet = map_clusters(objects)
     observed = probe_all(fleet, probe, concurrency) if probe is not None else None
     snapshot, fleet = fleet_snapshot(fleet, objects.fleet_workloads, observed)
-    return FleetRead(
+    return Inventory(
         snapshot=snapshot,
         namespaces={c.name: c.namespace for c in fleet.clusters},
         skipped=fleet.skipped,

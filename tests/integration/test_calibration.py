@@ -45,8 +45,8 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.integration.history_scan import known_secrets, scan_histories
+from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 from tests.workflows.harness import SERVER_STARTUP, binary_path
-from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (

@@ -34,7 +34,7 @@ from tests.integration.helpers import fully_at_version, get, wait_for
 from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import schedules, search_attributes
 from workflows.client import status
-from workflows.continuous import ContinuousCalibration, calibration_id
+from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import CalibrationOptions, ContinuousResult, Timeouts
 from workflows.worker import build_worker
 

@@ -55,8 +55,8 @@ from tests.integration.worker_process import read_lines, start_worker
 from tests.integration.worker_process import stop as stop_workers
 from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
-from workflows.calibration import FleetCalibration
 from workflows.client import ControlError, start_calibration, status
+from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,

@@ -32,7 +32,7 @@ from orchestrator.kube.backend.port import ClusterReplicasInfo, NotFoundError, P
 from orchestrator.kube.client import apply_all
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import wait_for
-from tests.workflows.recording_backend import RecordingKubeBackend
+from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 
 pytestmark = pytest.mark.integration
 

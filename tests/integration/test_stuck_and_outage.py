@@ -65,8 +65,8 @@ from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
 from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from tests.integration.helpers import fully_at_version, get, list_for_cluster, patch, wait_for
+from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 from tests.workflows.harness import SERVER_STARTUP, binary_path
-from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import ControlError, cluster_status, start_calibration, status
 from workflows.model import (

@@ -27,8 +27,8 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping, snapshot_to_mapping
 from tests.workflows.fake_backend import InMemoryFleet
 from workflows import search_attributes
-from workflows.calibration import FleetCalibration
 from workflows.client import register_search_attributes, start_calibration, status
+from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,

@@ -42,7 +42,7 @@ from tests.workflows.harness import (
     strategy,
 )
 from workflows import client as control
-from workflows.continuous import ContinuousCalibration
+from workflows.definitions.continuous import ContinuousCalibration
 from workflows.model import ClusterState, ContinuousInput, Phase, StepState, Timeouts
 
 HISTORIES = Path(__file__).parent / "histories"

@@ -15,13 +15,8 @@ from orchestrator.domain.snapshot import snapshot_to_mapping
 from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import cluster, in_memory, strategy
-from workflows.activities import (
-    INVALID_INPUT,
-    NOT_FOUND,
-    VERSION_CONFLICT,
-    CalibrationActivities,
-    plan_from_input,
-)
+from workflows.activities import INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, CalibrationActivities
+from workflows.activities.plan_payload import plan_from_input
 from workflows.model import (
     ClusterPlanInput,
     LocateInput,

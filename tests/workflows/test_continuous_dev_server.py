@@ -24,7 +24,7 @@ from orchestrator.cli.main import app
 from orchestrator.domain.versions import KubeVersion
 from tests.workflows.harness import FAST, SERVER_STARTUP, binary_path, cluster, in_memory
 from workflows import schedules, search_attributes, task_queues
-from workflows.continuous import ContinuousCalibration, calibration_id
+from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import ContinuousResult
 from workflows.worker import build_worker
 

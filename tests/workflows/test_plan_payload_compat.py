@@ -17,7 +17,7 @@ from temporalio.converter import DataConverter
 
 from orchestrator.domain.selectors import LabelSelector, Requirement
 from orchestrator.domain.waves import Group, MaintenanceWindow, Stage
-from workflows.activities import decode_plan, encode_plan, plan_from_input
+from workflows.activities.plan_payload import decode_plan, encode_plan, plan_from_input
 from workflows.model import ClusterUpgradeInput, ClusterUpgradePlan, PlanInput
 from workflows.payloads import StrictPayloadConverter
 

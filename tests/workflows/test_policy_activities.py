@@ -14,7 +14,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tests.workflows.harness import cluster, in_memory
-from workflows.activities import INVALID_INPUT, NOT_FOUND, CalibrationActivities, encode_scope
+from workflows.activities import INVALID_INPUT, NOT_FOUND, CalibrationActivities
+from workflows.activities.plan_payload import encode_scope
 from workflows.model import SAMPLE_LIMIT, EvaluateInput, PlanInput, ScopeRef
 
 NOW = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)

@@ -25,7 +25,7 @@ from orchestrator.domain.snapshot import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import load_strategy
 from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json
-from workflows.activities import plan_from_input
+from workflows.activities.plan_payload import plan_from_input
 from workflows.model import PlanInput
 
 VERSIONS = ["v1.31.13", "v1.32.9", "v1.33.5", "v1.34.2", "v1.35.0"]

@@ -17,7 +17,8 @@ from orchestrator.kube.backend.port import ClusterRef, ClusterReplicasInfo, Plac
 from orchestrator.placement import place
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import cluster, in_memory
-from workflows.activities import CalibrationActivities, affected_workloads
+from workflows.activities import CalibrationActivities
+from workflows.activities.placement import affected_workloads
 from workflows.model import ReplaceInput
 
 FLOW = "flowcontrol.apiserver.k8s.io/v1beta3/FlowSchema"  # served by v1.31, gone in v1.32

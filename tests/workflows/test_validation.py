@@ -12,7 +12,8 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory
-from workflows.calibration import ClusterUpgrade, FleetCalibration
+from workflows.definitions.cluster_upgrade import ClusterUpgrade
+from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
     CalibrationInput,
     ClusterUpgradeInput,

@@ -29,19 +29,20 @@ class FleetInventory(KubeAccess):
             # The objects cannot form a fleet (an invalid FleetWorkload, a cluster name in two
             # namespaces): an operator must fix them, so no retry - the activity fails at once.
             raise InvalidObjectError(str(err)) from None
-        snapshot, namespaces, skipped = read.snapshot, dict(read.namespaces), dict(read.skipped)
-        if names:
-            unknown = [n for n in names if n not in namespaces]
-            if unknown:
-                raise NotFoundError(f"cluster(s) not found: {', '.join(unknown)}")
-            keep = set(names)
-            snapshot = replace(
-                snapshot, clusters=tuple(c for c in snapshot.clusters if c.name in keep)
-            )
-            namespaces = {n: namespaces[n] for n in names}
-            skipped = {n: r for n, r in skipped.items() if n in keep}
-        return Inventory(
-            snapshot, namespaces, skipped=skipped, workload_versions=read.workload_versions
+        if not names:
+            return read
+        unknown = [n for n in names if n not in read.namespaces]
+        if unknown:
+            raise NotFoundError(f"cluster(s) not found: {', '.join(unknown)}")
+        keep = set(names)
+        return replace(
+            read,
+            snapshot=replace(
+                read.snapshot, clusters=tuple(c for c in read.snapshot.clusters if c.name in keep)
+            ),
+            namespaces={n: read.namespaces[n] for n in names},
+            skipped={n: r for n, r in read.skipped.items() if n in keep},
+            pending={n: r for n, r in read.pending.items() if n in keep},
         )
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:

@@ -191,15 +191,24 @@ class PlacementWrite:
 
 @dataclass(frozen=True)
 class Inventory:
-    """A fleet read: the snapshot plus the namespace of each cluster (CAPI objects are namespaced)."""
+    """One read of the fleet: the snapshot, where each cluster lives, and what was left out.
+
+    The one inventory type: ``orchestrator.kube.inventory.read_fleet`` returns it to the CLI's
+    live mode and to ``FleetBackend.inventory`` (the worker's activities) alike.
+    """
 
     snapshot: FleetSnapshot
     namespaces: Mapping[str, str] = field(default_factory=dict)
+    """Cluster name -> its namespace (CAPI objects are namespaced)."""
     skipped: Mapping[str, str] = field(default_factory=dict)
-    """Clusters left out because their CAPI objects are malformed: name -> reason."""
-    # Per workload key, an opaque version of its stored placement (the FleetWorkload's
-    # resourceVersion): the precondition of a decision computed from this read.
+    """Clusters left out because their objects are malformed or unsupported: name -> reason."""
+    pending: Mapping[str, str] = field(default_factory=dict)
+    """Clusters left out because they are still being created: name -> reason."""
     workload_versions: Mapping[str, str] = field(default_factory=dict)
+    """``namespace/name`` -> an opaque version of the workload's stored placement (the
+    FleetWorkload's resourceVersion): the precondition of a decision computed from this read."""
+    workloads_served: bool = True
+    """False when calibrator.dev is not installed and the reader did not require it."""
 
 
 class FleetBackend(Protocol):

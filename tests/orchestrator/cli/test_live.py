@@ -28,7 +28,7 @@ from orchestrator.domain.snapshot import (
 )
 from orchestrator.kube import client as kube_client
 from orchestrator.kube import inventory
-from orchestrator.kube.inventory import FleetRead
+from orchestrator.kube.backend.port import Inventory
 
 runner = CliRunner()
 FLEET: dict[str, Any] = {
@@ -94,9 +94,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """Replace the live read: record its arguments, return FLEET (and what was left out)."""
     calls: list[dict[str, Any]] = []
 
-    def read_fleet(dyn: Any, namespace: str | None, **kw: Any) -> FleetRead:
+    def read_fleet(dyn: Any, namespace: str | None, **kw: Any) -> Inventory:
         calls.append({"namespace": namespace, "probe": kw.get("probe"), **kw})
-        return FleetRead(
+        return Inventory(
             snapshot_from_mapping(FLEET),
             {"a": "x", "b": "x"},
             skipped={"broken": "the control plane declares no Kubernetes version"},

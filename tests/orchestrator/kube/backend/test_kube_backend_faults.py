@@ -28,9 +28,9 @@ from orchestrator.kube.backend.port import (
     VersionChangedError,
 )
 from orchestrator.kube.backend.versions import STEP_ANNOTATION
+from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
+from tests.orchestrator.kube.backend.test_kube_backend import REF, _fleet
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn, Resource
-from tests.workflows.recording_backend import RecordingKubeBackend
-from tests.workflows.test_kube_backend import REF, _fleet
 from workflows.activities import (
     INVALID_INPUT,
     NOT_ALLOWED,

@@ -31,12 +31,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
     from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
-    from workflows.calibration import (
-        DROP_SCOPE_PATCH,
-        FleetCalibration,
-        describe_failure,
-        drop_stored,
-    )
+    from workflows.definitions.common import DROP_SCOPE_PATCH, describe_failure, drop_stored
+    from workflows.definitions.fleet_calibration import FleetCalibration
     from workflows.model import (
         CalibrationInput,
         ContinuousInput,

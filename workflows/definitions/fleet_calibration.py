@@ -1,56 +1,40 @@
-"""The calibration workflows: ``FleetCalibration`` (the fleet) and ``ClusterUpgrade`` (one cluster).
+"""The ``FleetCalibration`` workflow: a fleet converged to one version, stage by stage.
 
-Workflow code is deterministic: no I/O, no wall clock (``workflow.now()`` only), no randomness;
-domain code is imported through ``imports_passed_through`` and everything else happens in
-activities. The rules below are the product's safety promises, so they are spelled out here.
+The rules below are the product's safety promises, so they are spelled out here:
 
-FleetCalibration
-  plan (one activity: inventory, plan, store the plan by digest; history keeps the digest and a
-  bounded summary, so payloads do not grow with the fleet) -> for each stage: approval gate ->
-  waves in order, a wave's clusters at once (the planner already split groups into waves of at
-  most ``maxConcurrency``) -> soak -> next stage. A cluster starts only while the run is neither
-  paused, aborted nor over its failure budget, and only inside its maintenance window (evaluated
-  on the workflow clock). A wave's members are read from the stored plan in bounded slices; each
-  cluster is a ``ClusterUpgrade`` child that reads its own plan by digest and reports every
-  transition back by signal, so the ``progress`` query shows stage, cluster and step states:
-  counts for every cluster, detail for those in flight, failed or just finished.
-  Failure budget ``maxFailures`` (default 0): a cluster counts as failed while it waits for a
-  decision and after it gave up. Over budget the run is *halted*: running clusters finish their
-  current work, nothing new starts, and the run resumes when a retry succeeds or a failed cluster
-  is skipped; when no decision is pending any more it ends as failed. ``abort`` stops everything
-  at the next step boundary. At each wave boundary the run continues as new when the server
-  suggests it or the history passed ``options.history_threshold``, carrying plan and progress.
-
-ClusterUpgrade
-  preflight -> taint ``calibrator.dev/upgrading`` (NoSchedule) -> re-place (as if the first step
-  had run, so workloads it would break move off first) -> each step in the plan's canonical order:
-  patch (workers: MachineDeployments with bounded concurrency), wait (heartbeating), verify,
-  check, re-place for the next step -> remove taint -> re-place (the cluster takes work again).
-  Anything that fails leaves the cluster as it is, tainted, and waits for a decision (``decide``
-  update or the parent's retry/skip): retry re-runs the failed part, which is safe because every
-  patch is idempotent by step id and from-version. Skip and abort never untaint a cluster once a
-  patch was attempted (``touched``): a half-upgraded cluster must not take new work.
+plan (one activity: inventory, plan, store the plan by digest; history keeps the digest and a
+bounded summary, so payloads do not grow with the fleet) -> for each stage: approval gate ->
+waves in order, a wave's clusters at once (the planner already split groups into waves of at
+most ``maxConcurrency``) -> soak -> next stage. A cluster starts only while the run is neither
+paused, aborted nor over its failure budget, and only inside its maintenance window (evaluated
+on the workflow clock). A wave's members are read from the stored plan in bounded slices; each
+cluster is a ``ClusterUpgrade`` child that reads its own plan by digest and reports every
+transition back by signal, so the ``progress`` query shows stage, cluster and step states:
+counts for every cluster, detail for those in flight, failed or just finished.
+Failure budget ``maxFailures`` (default 0): a cluster counts as failed while it waits for a
+decision and after it gave up. Over budget the run is *halted*: running clusters finish their
+current work, nothing new starts, and the run resumes when a retry succeeds or a failed cluster
+is skipped; when no decision is pending any more it ends as failed. ``abort`` stops everything
+at the next step boundary. At each wave boundary the run continues as new when the server
+suggests it or the history passed ``options.history_threshold``, carrying plan and progress.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     ChildWorkflowError,
     FailureError,
 )
-from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     # Domain types that are payloads themselves (a window is a ``MaintenanceWindow`` with its
@@ -58,11 +42,19 @@ with workflow.unsafe.imports_passed_through():
     # when it decodes them, and only a module imported here by its own name is there (importing
     # workflows.model is not enough). Without these, a planned window fails the workflow task.
     from orchestrator.domain.selectors import LabelSelector, Requirement  # noqa: F401
-    from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow  # noqa: F401
-    from orchestrator.kube.backend.port import ClusterRef
     from workflows import metrics, runstate, search_attributes
-    from workflows.activities import NON_RETRYABLE_ERRORS, CalibrationActivities
+    from workflows.activities import CalibrationActivities
+    from workflows.definitions.cluster_upgrade import ClusterUpgrade
+    from workflows.definitions.common import (
+        DROP_PLAN_PATCH,
+        MIN_TIMER,
+        REPORT_SIGNAL,
+        _read_options,
+        _short_options,
+        describe_failure,
+        drop_stored,
+    )
     from workflows.model import (
         FAILED_CLUSTER_STATES,
         FINAL_CLUSTER_STATES,
@@ -72,157 +64,29 @@ with workflow.unsafe.imports_passed_through():
         ApproveRequest,
         CalibrationCheckpoint,
         CalibrationInput,
-        CalibrationOptions,
         CalibrationProgress,
-        CheckInput,
         ClusterCommand,
         ClusterLocation,
-        ClusterPlanInput,
         ClusterProgress,
         ClusterReport,
         ClusterState,
         ClusterUpgradeInput,
-        ClusterUpgradePlan,
-        Decision,
-        DropBlobInput,
         LocateInput,
-        PatchControlPlaneInput,
-        PatchWorkersInput,
         PauseRequest,
         Phase,
         PlanInput,
         PlanSummary,
-        PoolVersion,
-        PreflightInput,
-        ReplaceInput,
         ResumeRequest,
         RetryRequest,
         SkipRequest,
         StageProgress,
         StageState,
-        StepPlan,
         StepProgress,
         StepState,
-        TaintEffect,
-        TaintInput,
-        VerifyInput,
-        WaitControlPlaneInput,
-        WaitWorkersInput,
         WaveInput,
         WaveMember,
     )
-    from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
-
-UPGRADING_EFFECT: TaintEffect = "NoSchedule"
-MIN_TIMER = timedelta(seconds=1)
-
-
-def _short_options(options: CalibrationOptions) -> dict[str, Any]:
-    """API calls: a few quick retries, then the failure goes to the operator."""
-    return {
-        "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
-        "retry_policy": RetryPolicy(
-            initial_interval=timedelta(seconds=1),
-            maximum_interval=timedelta(seconds=30),
-            maximum_attempts=5,
-            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
-        ),
-    }
-
-
-def _placement_options(options: CalibrationOptions) -> dict[str, Any]:
-    """Re-placements: retried like API calls, each attempt bounded by ``placement_seconds``.
-
-    Their cost grows with the workloads written (a first placement of a large names-only fleet
-    writes every decision), so an attempt is not held to ``activity_seconds``; the activity
-    heartbeats per decision written, so a dead worker is noticed within ``heartbeat_seconds``.
-    Only the timeouts differ from ``_short_options``: the commands a history replays (activity
-    type and id) stay the same, so running calibrations replay unchanged and no patch is needed.
-    """
-    return {
-        **_short_options(options),
-        "start_to_close_timeout": timedelta(seconds=options.timeouts.placement_seconds),
-        "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
-    }
-
-
-def _read_options(options: CalibrationOptions) -> dict[str, Any]:
-    """Reads of the stored plan: retried until the store answers, except for a missing plan.
-
-    An outage of the store pauses the run instead of failing it; the plan itself cannot change.
-    """
-    return {
-        "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
-        "retry_policy": RetryPolicy(
-            initial_interval=timedelta(seconds=1),
-            maximum_interval=timedelta(seconds=60),
-            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
-        ),
-    }
-
-
-def _wait_options(options: CalibrationOptions) -> dict[str, Any]:
-    """Rollout waits: one budget for all attempts; heartbeats detect a dead worker early."""
-    return {
-        "schedule_to_close_timeout": timedelta(seconds=options.timeouts.rollout_seconds),
-        "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
-        "retry_policy": RetryPolicy(
-            initial_interval=timedelta(seconds=1),
-            maximum_interval=timedelta(seconds=30),
-            non_retryable_error_types=list(NON_RETRYABLE_ERRORS),
-        ),
-    }
-
-
-# workflow.patched ids: runs started before these changes replay without the new activities.
-DROP_PLAN_PATCH = "drop-stored-plan"
-DROP_SCOPE_PATCH = "drop-stored-scope"
-
-
-async def drop_stored(digest: str, options: CalibrationOptions, what: str) -> None:
-    """Delete a stored plan or scope its owner is done with; a failure never fails the run.
-
-    Garbage collection is a courtesy to the management cluster's etcd, not part of the
-    calibration's outcome: after a few retries the leftover is logged with its digest.
-    """
-    try:
-        await workflow.execute_activity_method(
-            CalibrationActivities.drop_blob, DropBlobInput(digest), **_short_options(options)
-        )
-    except ActivityError as err:
-        workflow.logger.warning(
-            "stored %s %s was not deleted: %s", what, digest, describe_failure(err)
-        )
-
-
-def describe_failure(err: BaseException) -> str:
-    """One line for the operator: the root cause of an activity or child failure."""
-    cause: BaseException | None = err
-    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
-        cause = cause.cause
-    if isinstance(cause, ActivityTimeoutError):
-        kind = cause.type.name.lower().replace("_", "-") if cause.type is not None else "activity"
-        return f"timed out ({kind} timeout)" + _last_seen(cause.last_heartbeat_details)
-    if isinstance(cause, ApplicationError):
-        return f"{cause.type}: {cause.message}" if cause.type else cause.message
-    if isinstance(cause, FailureError):
-        return cause.message
-    return str(cause)
-
-
-def _last_seen(details: Sequence[Any]) -> str:
-    """What a timed-out wait saw last (its ``WaitProgress`` heartbeat), for the operator.
-
-    "timed out" alone does not say why a rollout is stuck; the last poll does (e.g. "1/2
-    Machines at v1.34.0"). The details arrive as plain JSON (no type hint on a failure).
-    """
-    last = details[-1] if details else None
-    message = last.get("message") if isinstance(last, dict) else None
-    if not message:
-        return ""
-    text = str(message)
-    return f"; last seen: {text if len(text) <= 300 else text[:299] + '…'}"
-
+    from workflows.validation import validate_calibration_input
 
 # Members per ``wave`` activity call: a wave of any size enters history in bounded slices.
 WAVE_SLICE = 200
@@ -230,484 +94,6 @@ WAVE_SLICE = 200
 
 def _skipped_message(reason: str) -> str:
     return f"skipped before it started: {reason}".rstrip(": ")
-
-
-class _StepFailed(Exception):
-    """A check inside the workflow failed (verification, compatibility, preflight, placement)."""
-
-
-# ============================================================================================
-# ClusterUpgrade
-# ============================================================================================
-
-
-@workflow.defn(name="ClusterUpgrade")
-class ClusterUpgrade:
-    """Upgrade one cluster along its plan, tainted from first patch to last check."""
-
-    @workflow.init
-    def __init__(self, input: ClusterUpgradeInput) -> None:
-        self._input = input
-        # The plan arrives with the input (small runs, older parents) or is read by digest from
-        # the stored plan as the first thing ``run`` does; until then progress has no steps.
-        self._plan = (
-            input.plan
-            if input.plan is not None
-            else ClusterUpgradePlan(
-                cluster=ClusterRef(input.cluster),
-                control_plane_from="",
-                workers_from=None,
-                pools=(),
-                steps=(),
-            )
-        )
-        self._progress = self._initial_progress(self._plan)
-        self._paused = False
-        self._abort_reason: str | None = None
-        self._waiting = False
-        self._decision: Decision | None = None
-        self._phase_attr = ClusterState.PENDING
-        self._tainted_at: datetime | None = None  # workflow time of the first add_taint
-        self._metrics: metrics.ClusterMetrics | None = None
-
-    def _initial_progress(self, plan: ClusterUpgradePlan) -> ClusterProgress:
-        return ClusterProgress(
-            name=plan.cluster.name,
-            stage=self._input.stage,
-            state=ClusterState.PENDING,
-            from_version=plan.control_plane_from,
-            target=self._input.target,
-            window="" if plan.window is None else plan.window.describe(),
-            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
-        )
-
-    # ------------------------------------------------------------------ handlers
-
-    @workflow.query
-    def progress(self) -> ClusterProgress:
-        """Progress of this cluster, including the step that runs or failed."""
-        return self._progress
-
-    @workflow.signal
-    def command(self, command: ClusterCommand) -> None:
-        """Operator control forwarded by the parent (pause, resume, abort, retry, skip)."""
-        if command.action == "pause":
-            self._paused = True
-        elif command.action == "resume":
-            self._paused = False
-        elif command.action == "abort":
-            self._abort_reason = command.reason or "calibration aborted"
-            if self._waiting:
-                self._decision = Decision("abort", self._abort_reason)
-        elif self._waiting and self._decision is None:
-            self._decision = Decision(command.action, command.reason)
-
-    @workflow.update
-    def decide(self, decision: Decision) -> Ack:
-        """Answer a failed step: ``retry`` it, ``skip`` the cluster, or ``abort`` the cluster."""
-        self._decision = decision
-        return Ack(ClusterState.WAITING_FOR_DECISION.value, f"{decision.action} accepted")
-
-    @decide.validator
-    def _validate_decide(self, decision: Decision) -> None:
-        if decision.action not in ("retry", "skip", "abort"):
-            raise ValueError(f"unknown decision {decision.action!r}: use retry, skip or abort")
-        if not self._waiting:
-            raise ValueError(
-                f"cluster {self._progress.name} is not waiting for a decision "
-                f"(state {self._progress.state.value})"
-            )
-        if self._decision is not None:
-            raise ValueError(f"a decision ({self._decision.action}) is already being applied")
-
-    # ------------------------------------------------------------------ run
-
-    @workflow.run
-    async def run(self, input: ClusterUpgradeInput) -> ClusterProgress:
-        """Run the cluster's upgrade; returns its final progress (also reported to the parent)."""
-        validate_cluster_upgrade_input(input)  # started by any client: check first
-        if input.plan is None:
-            if input.plan_ref is None:
-                raise ApplicationError(
-                    "ClusterUpgrade needs a plan or a plan reference", non_retryable=True
-                )
-            self._plan = await workflow.execute_activity_method(
-                CalibrationActivities.cluster_plan,
-                ClusterPlanInput(input.plan_ref, input.cluster),
-                **_read_options(input.options),
-            )
-            self._progress = self._initial_progress(self._plan)
-        plan = self._plan
-        await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
-        if not await self._guarded("preflight", self._preflight):
-            return self._progress
-        if not await self._boundary():
-            return await self._stop_for_abort()
-        if not await self._guarded("add taint", self._add_taint):
-            return self._progress
-        first = plan.steps[0].version if plan.steps else None
-        if not await self._guarded(
-            "placement", lambda: self._place("before the first step", first)
-        ):
-            return self._progress
-        for step in plan.steps:
-            if not await self._boundary():
-                return await self._stop_for_abort()
-            part = functools.partial(self._run_step, step)
-            if not await self._guarded(step.describe(), part, step.index):
-                return self._progress
-        if not await self._guarded("remove taint", self._remove_taint):
-            return self._progress
-        if not await self._guarded("placement", lambda: self._place("after the upgrade", None)):
-            return self._progress
-        await self._update(
-            state=ClusterState.SUCCEEDED,
-            finished_at=workflow.now(),
-            message=f"at {input.target}, untainted",
-        )
-        return self._progress
-
-    # ------------------------------------------------------------------ the parts
-
-    async def _preflight(self) -> None:
-        plan = self._plan
-        result = await workflow.execute_activity_method(
-            CalibrationActivities.preflight,
-            PreflightInput(
-                calibration_id=self._input.calibration_id,
-                cluster=plan.cluster,
-                control_plane_from=plan.control_plane_from,
-                pools=plan.pools,
-                planned_versions=tuple(s.version for s in plan.steps),
-            ),
-            **_short_options(self._input.options),
-        )
-        if not result.ok:
-            raise _StepFailed("preflight: " + "; ".join(result.problems))
-
-    def _taint(self) -> TaintInput:
-        return TaintInput(
-            cluster=self._plan.cluster,
-            key=UPGRADING_TAINT_KEY,
-            effect=UPGRADING_EFFECT,
-            value=self._input.calibration_id,
-            time_added=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        )
-
-    def _meter(self) -> metrics.ClusterMetrics:
-        if self._metrics is None:
-            self._metrics = metrics.ClusterMetrics(workflow.metric_meter())
-        return self._metrics
-
-    async def _add_taint(self) -> None:
-        # Counted as tainted before the call: if it fails we cannot know whether it was written.
-        self._set(tainted=True)
-        if self._tainted_at is None:
-            self._tainted_at = workflow.now()
-        await workflow.execute_activity_method(
-            CalibrationActivities.add_taint, self._taint(), **_short_options(self._input.options)
-        )
-
-    async def _remove_taint(self, outcome: str = metrics.UPGRADED) -> None:
-        await workflow.execute_activity_method(
-            CalibrationActivities.remove_taint, self._taint(), **_short_options(self._input.options)
-        )
-        self._set(tainted=False)
-        if self._tainted_at is not None:
-            gated = workflow.now() - self._tainted_at
-            self._meter().taint_removed(outcome, gated.total_seconds())
-            self._tainted_at = None
-
-    async def _place(
-        self, what: str, upcoming: str | None, step_id: str = "", index: int | None = None
-    ) -> None:
-        name = self._plan.cluster.name
-        self._set(message=f"placement {what}")
-        result = await workflow.execute_activity_method(
-            CalibrationActivities.replace,
-            ReplaceInput(
-                calibration_id=self._input.calibration_id,
-                cluster=self._plan.cluster,
-                reason=f"{name}: {what}",
-                step_id=step_id,
-                upcoming_version=upcoming,
-                now=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            ),
-            **_placement_options(self._input.options),
-        )
-        if result.replicas_moved or result.replicas_forced:
-            # Counted per step (the placement after it) and per cluster; the parent sums the run.
-            moved, forced = result.replicas_moved, result.replicas_forced
-            if index is not None:
-                step = self._progress.steps[index]
-                self._step(
-                    index,
-                    replicas_moved=step.replicas_moved + moved,
-                    replicas_forced=step.replicas_forced + forced,
-                )
-            self._set(
-                replicas_moved=self._progress.replicas_moved + moved,
-                replicas_forced=self._progress.replicas_forced + forced,
-            )
-        if result.stranded and upcoming is not None:
-            raise _StepFailed(
-                f"{upcoming} would break {', '.join(result.stranded)} on {name} and placement "
-                "cannot move them"
-            )
-
-    async def _run_step(self, step: StepPlan) -> None:
-        opts = self._input.options
-        ref = self._plan.cluster
-        self._step(step.index, activity="patch")
-        # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
-        self._set(touched=True)
-        if step.component == "controlPlane":
-            await workflow.execute_activity_method(
-                CalibrationActivities.patch_control_plane,
-                PatchControlPlaneInput(step.step_id, ref, step.from_version, step.version),
-                **_short_options(opts),
-            )
-            self._step(step.index, activity="wait")
-            await workflow.execute_activity_method(
-                CalibrationActivities.wait_control_plane,
-                WaitControlPlaneInput(step.step_id, ref, step.version, opts.timeouts.poll_seconds),
-                **_wait_options(opts),
-            )
-        else:
-            await self._roll_pools(step)
-        self._step(step.index, activity="verify")
-        verified = await workflow.execute_activity_method(
-            CalibrationActivities.verify,
-            VerifyInput(
-                step.step_id, ref, step.component, step.version, tuple(p.name for p in step.pools)
-            ),
-            **_short_options(opts),
-        )
-        if not verified.ok:
-            raise _StepFailed("verification failed: " + "; ".join(verified.problems))
-        self._step(step.index, activity="check")
-        checked = await workflow.execute_activity_method(
-            CalibrationActivities.check_compat,
-            CheckInput(step.step_id, ref, step.version),
-            **_short_options(opts),
-        )
-        if checked.findings:
-            raise _StepFailed(
-                "compatibility check failed: "
-                + "; ".join(
-                    f"{f.workload} uses {f.api} (removed in {f.removed_in})"
-                    for f in checked.findings
-                )
-            )
-        self._step(step.index, activity="place")
-        steps = self._plan.steps
-        upcoming = steps[step.index + 1].version if step.index + 1 < len(steps) else None
-        await self._place(
-            f"after step {step.index + 1}/{len(steps)} ({step.describe()})",
-            upcoming,
-            step.step_id,
-            step.index,
-        )
-
-    async def _roll_pools(self, step: StepPlan) -> None:
-        """Patch and wait pool by pool, at most ``worker_concurrency`` MachineDeployments at once."""
-        opts = self._input.options
-        ref = self._plan.cluster
-        limit = asyncio.Semaphore(max(1, opts.worker_concurrency))
-
-        async def roll(pool: PoolVersion) -> None:
-            async with limit:
-                await workflow.execute_activity_method(
-                    CalibrationActivities.patch_workers,
-                    PatchWorkersInput(step.step_id, ref, step.version, (pool,)),
-                    **_short_options(opts),
-                )
-                await workflow.execute_activity_method(
-                    CalibrationActivities.wait_workers,
-                    WaitWorkersInput(
-                        step.step_id, ref, step.version, (pool.name,), opts.timeouts.poll_seconds
-                    ),
-                    **_wait_options(opts),
-                )
-
-        self._step(step.index, activity="patch+wait")
-        results = await asyncio.gather(*(roll(p) for p in step.pools), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-
-    # ------------------------------------------------------------------ failure handling
-
-    async def _guarded(
-        self, label: str, part: Callable[[], Awaitable[None]], step: int | None = None
-    ) -> bool:
-        """Run ``part`` until it succeeds or the operator decides otherwise (False = stop).
-
-        ``step`` is the index of the planned step ``part`` runs (None for bookkeeping parts).
-        """
-        while True:
-            attempt_began = workflow.now()
-            if step is not None:
-                current = self._progress.steps[step]
-                self._step(
-                    step,
-                    state=StepState.RUNNING,
-                    attempts=current.attempts + 1,
-                    started_at=current.started_at or workflow.now(),
-                    message="",
-                )
-                await self._update(state=ClusterState.RUNNING, message=label)
-            try:
-                await part()
-            except (ActivityError, _StepFailed) as err:
-                message = f"{label}: {describe_failure(err)}"
-                if step is not None:
-                    self._step(step, state=StepState.FAILED, message=message)
-                    self._record_step(step, metrics.FAILED, attempt_began)
-                decision = await self._wait_for_decision(message)
-                if decision.action == "retry":
-                    continue
-                await self._give_up(decision)
-                return False
-            if step is not None:
-                self._step(step, state=StepState.SUCCEEDED, activity="", finished_at=workflow.now())
-                self._record_step(step, metrics.SUCCEEDED, attempt_began)
-                await self._update(message=f"{label}: done")
-            return True
-
-    def _record_step(self, index: int, outcome: str, began: datetime) -> None:
-        seconds = (workflow.now() - began).total_seconds()
-        self._meter().step(self._plan.steps[index].component, outcome, seconds)
-
-    async def _wait_for_decision(self, message: str) -> Decision:
-        self._waiting = True
-        self._decision = None
-        if self._abort_reason is not None:
-            self._decision = Decision("abort", self._abort_reason)
-        await self._update(state=ClusterState.WAITING_FOR_DECISION, message=message)
-        await workflow.wait_condition(lambda: self._decision is not None)
-        self._waiting = False
-        decision = self._decision
-        assert decision is not None
-        self._decision = None
-        if decision.action == "retry":
-            await self._update(state=ClusterState.RUNNING, message=f"retrying ({decision.reason})")
-        return decision
-
-    async def _give_up(self, decision: Decision) -> None:
-        """Skip or abort after a failure."""
-        state = ClusterState.SKIPPED if decision.action == "skip" else ClusterState.FAILED
-        if decision.action == "abort" and self._abort_reason is not None:
-            state = ClusterState.ABORTED  # the whole calibration was aborted, not just this cluster
-        await self._leave(state, f"{decision.action}: {decision.reason or decision.action}")
-
-    async def _leave(self, state: ClusterState, note: str) -> None:
-        """End without finishing the plan.
-
-        The taint stays unless nothing was ever patched: a cluster that may be mid-upgrade must
-        not take new work.
-        """
-        if self._progress.tainted and not self._progress.touched:
-            note += await self._try_untaint()
-        elif self._progress.tainted:
-            note += "; left tainted: the cluster may be mid-upgrade"
-        for s in self._progress.steps:
-            if s.state == StepState.PENDING:
-                self._step(s.index, state=StepState.SKIPPED)
-        await self._update(state=state, finished_at=workflow.now(), message=note)
-
-    async def _try_untaint(self) -> str:
-        try:
-            await self._remove_taint(metrics.RELEASED)
-        except ActivityError as err:
-            return f"; could not remove the taint ({describe_failure(err)})"
-        return "; taint removed (nothing was patched)"
-
-    async def _boundary(self) -> bool:
-        """Between steps: honour pause, abort and the maintenance window. False = aborted."""
-        window = self._plan.window
-        while True:
-            if self._abort_reason is not None:
-                return False
-            if self._paused:
-                await self._update(state=ClusterState.PAUSED, message="paused")
-                await workflow.wait_condition(
-                    lambda: not self._paused or self._abort_reason is not None
-                )
-                continue
-            now = workflow.now()
-            if window is not None and not window.is_open(now):
-                opening = window.next_opening(now)
-                when = f"{opening:%Y-%m-%d %H:%M} UTC"
-                await self._update(
-                    state=ClusterState.WAITING_FOR_WINDOW,
-                    message=f"maintenance window {self._progress.window} opens {when}",
-                )
-                with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(
-                        lambda: self._abort_reason is not None or self._paused,
-                        timeout=max(opening - now, MIN_TIMER),
-                        timeout_summary="maintenance window",
-                    )
-                continue
-            if self._progress.state != ClusterState.RUNNING:
-                await self._update(state=ClusterState.RUNNING, message="")
-            return True
-
-    async def _stop_for_abort(self) -> ClusterProgress:
-        await self._leave(ClusterState.ABORTED, self._abort_reason or "aborted")
-        return self._progress
-
-    # ------------------------------------------------------------------ progress
-
-    def _set(self, **changes: Any) -> None:
-        self._progress = replace(self._progress, **changes)
-        workflow.set_current_details(self._details())
-
-    def _step(self, index: int, **changes: Any) -> None:
-        steps = list(self._progress.steps)
-        steps[index] = replace(steps[index], **changes)
-        self._set(steps=tuple(steps))
-
-    async def _update(self, **changes: Any) -> None:
-        """Change progress, upsert the phase attribute, and report to the parent."""
-        self._set(**changes)
-        state = self._progress.state
-        if state != self._phase_attr:
-            self._phase_attr = state
-            workflow.upsert_search_attributes(
-                [search_attributes.CALIBRATION_PHASE.value_set(state.value)]
-            )
-        parent = workflow.info().parent
-        if parent is None:
-            return
-        try:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                FleetCalibration.report, ClusterReport(self._progress)
-            )
-        except FailureError as err:  # parent gone (terminated): keep upgrading the cluster
-            workflow.logger.warning("cannot report to %s: %s", parent.workflow_id, err)
-
-    def _details(self) -> str:
-        p = self._progress
-        lines = [f"**{p.name}** {p.from_version} → {p.target}: {p.state.value}"]
-        if p.message:
-            lines.append(p.message)
-        for s in p.steps:
-            extra = f" ({s.activity})" if s.activity and s.state == StepState.RUNNING else ""
-            lines.append(f"- {s.index + 1}. {s.description}: {s.state.value}{extra}")
-        lines.append("tainted" if p.tainted else "not tainted")
-        if p.replicas_moved or p.replicas_forced:
-            lines.append(
-                f"replicas moved by placement: {p.replicas_moved} "
-                f"(forced off rejecting clusters: {p.replicas_forced})"
-            )
-        return "\n".join(lines)
-
-
-# ============================================================================================
-# FleetCalibration
-# ============================================================================================
 
 
 @workflow.defn(name="FleetCalibration")
@@ -811,7 +197,7 @@ class FleetCalibration:
         """Stages, clusters and steps with their states, times and messages."""
         return self._snapshot()
 
-    @workflow.signal
+    @workflow.signal(name=REPORT_SIGNAL)
     def report(self, report: ClusterReport) -> None:
         """A child's progress after one of its transitions."""
         incoming = report.progress

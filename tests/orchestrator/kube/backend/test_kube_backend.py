@@ -39,8 +39,8 @@ from orchestrator.kube.backend.versions import (
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
 from tests.orchestrator.kube import fake_dyn
 from tests.orchestrator.kube.api_server import api_server
+from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from tests.workflows.recording_backend import RecordingKubeBackend
 from workflows import telemetry
 
 REAL_NODES = workload.nodes  # before the autouse fixture replaces it

@@ -1,0 +1,237 @@
+"""The re-placement activity: read the fleet, place workloads, write PlacementDecisions, heartbeating."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, replace_cluster
+from orchestrator.domain.taints import parse_time
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.kube.backend.port import (
+    ClusterReplicasInfo,
+    PlacementDecisionInfo,
+    PlacementWrite,
+)
+from orchestrator.placement import place
+from orchestrator.planning import at_version
+from workflows import metrics
+from workflows.activities.base import ActivitiesBase
+from workflows.activities.errors import PLACEMENT_CONFLICT, _invalid
+from workflows.model import PlacementProgress, ReplaceInput, ReplaceResult
+
+# Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
+PLACEMENT_ROUNDS = 5
+
+
+# Workload lists in a ReplaceResult are cut to this many names (the counts stay exact).
+RESULT_LIST_LIMIT = 20
+
+
+def _first(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(names[:RESULT_LIST_LIMIT])
+
+
+def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workload, ...]:
+    """Workloads a step of ``cluster`` can move: those it hosts, and those it could now host.
+
+    A step changes only the cluster's version and taints. A workload elsewhere can start using
+    the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
+    facts a step does not change); tolerations, API compatibility and capacity are deliberately
+    not pre-filtered, so the set over-approximates rather than misses. Workloads whose NoExecute
+    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict them.
+    Everything else keeps its decision: its clusters did not change.
+    """
+    chosen: list[Workload] = []
+    for w in snapshot.workloads:
+        policy = w.placement
+        if (
+            cluster.name in policy.clusters
+            or not policy.affinities
+            or any(a.matches(cluster) for a in policy.affinities)
+            # A time-bounded NoExecute toleration can run out between any two runs.
+            or any(t.toleration_seconds is not None for t in policy.tolerations)
+        ):
+            chosen.append(w)
+    return tuple(chosen)
+
+
+Beat = Callable[[PlacementProgress], None]
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(first: PlacementProgress) -> AsyncIterator[Beat]:
+    """Heartbeat progress as it comes, and the latest again every third of the heartbeat timeout.
+
+    Some backend calls report no progress of their own: one LIST of thousands of FleetWorkloads
+    on a worker running 20 re-placements at once outlasted a 30-s heartbeat timeout (the
+    100-cluster benchmark with 1,000 workloads, 2026-12-03). The ticker shows the worker alive
+    and stops with it, so a dead worker is still noticed; each request has its own timeout
+    (``client.harden``) and ``placement_seconds`` bounds the attempt. Without a heartbeat
+    timeout (tests, ``ActivityEnvironment``) nothing ticks.
+    """
+    timeout = activity.info().heartbeat_timeout
+    latest = [first]
+
+    def beat(details: PlacementProgress) -> None:
+        latest[0] = details
+        activity.heartbeat(details)
+
+    async def tick(interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat(latest[0])
+
+    ticker = asyncio.ensure_future(tick(timeout.total_seconds() / 3)) if timeout else None
+    beat(first)
+    try:
+        yield beat
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+
+
+class PlacementActivities(ActivitiesBase):
+    """Re-place the fleet's workloads around a cluster that is about to change or just did."""
+
+    @activity.defn(name="replace")
+    async def replace(self, input: ReplaceInput) -> ReplaceResult:
+        """Re-place the workloads this cluster's step can affect and write what changed.
+
+        With ``upcoming_version`` the cluster is placed as if it ran that version, so workloads
+        it would break move away before the patch. Unschedulable workloads keep their current
+        decision (writing an empty one would evict them everywhere). ``stranded`` names those
+        that run on the cluster and were rejected there; before a step that means the step would
+        break them, so nothing is written and the workflow must not run the step.
+
+        Cost in proportion to the step: only ``affected_workloads`` are placed, and only decisions
+        that differ from the stored ones are written. Each write is a compare-and-swap on the
+        workload's version as this inventory read it; a workload another cluster's placement
+        changed meanwhile is re-read and recomputed (a few rounds, then a retryable failure).
+
+        Every run is counted with its outcome and latency (``workflows.metrics``).
+        """
+        began = time.monotonic()
+        outcome = metrics.ERROR
+        try:
+            async with _heartbeating(PlacementProgress(0, 0, "reading the fleet")) as beat:
+                result = await self._replace_rounds(input, beat)
+            blocked = bool(result.stranded and input.upcoming_version)
+            outcome = metrics.BLOCKED if blocked else metrics.PLACED
+            return result
+        except ApplicationError as err:
+            if err.type == PLACEMENT_CONFLICT:
+                outcome = metrics.CONFLICT
+            raise
+        finally:
+            metrics.PlacementMetrics(activity.metric_meter()).run(outcome, time.monotonic() - began)
+
+    async def _replace_rounds(self, input: ReplaceInput, beat: Beat) -> ReplaceResult:
+        written = 0
+        conflicts = 0
+        for _ in range(PLACEMENT_ROUNDS):
+            outcome = await self._replace_once(input, beat)
+            if isinstance(outcome, ReplaceResult):
+                return dataclasses.replace(
+                    outcome, written=written + outcome.written, conflicts=conflicts
+                )
+            written += len(outcome.written)
+            conflicts += len(outcome.conflicts)
+            beat(
+                PlacementProgress(
+                    0, 0, f"{len(outcome.conflicts)} placement conflict(s); re-reading"
+                )
+            )
+        raise ApplicationError(
+            f"placement for {input.cluster.name}: workloads kept changing under "
+            f"{PLACEMENT_ROUNDS} attempts ({conflicts} conflicts)",
+            type=PLACEMENT_CONFLICT,
+        )
+
+    async def _replace_once(
+        self, input: ReplaceInput, beat: Beat
+    ) -> ReplaceResult | PlacementWrite:
+        """One read-place-write round; a PlacementWrite with conflicts means "read again"."""
+        name = input.cluster.name
+        try:
+            inv = await self._backend.inventory()  # InputError: a FleetWorkload is invalid
+            snapshot = inv.snapshot
+            current = snapshot.cluster(name)
+            if input.upcoming_version:
+                upcoming = KubeVersion.parse(input.upcoming_version)
+                snapshot = replace_cluster(snapshot, [at_version(current, upcoming)])
+            affected = affected_workloads(snapshot, current)
+            beat(PlacementProgress(0, 0, f"placing {len(affected)} workload(s)"))
+            now = parse_time(input.now) if input.now else None
+            # Pure CPU, seconds for a large fleet: in a thread, so the worker's event loop keeps
+            # sending every activity's heartbeats meanwhile.
+            result = (
+                await asyncio.to_thread(
+                    place, dataclasses.replace(snapshot, workloads=affected), now=now
+                )
+                if affected
+                else None
+            )
+        except InputError as err:
+            _invalid(str(err))
+        before = {w.key: set(w.placement.clusters) for w in affected}
+        decisions: list[PlacementDecisionInfo] = []
+        moved: list[str] = []
+        stranded: list[str] = []
+        unschedulable: list[str] = []
+        replicas_moved = replicas_forced = 0
+        for decision in result.decisions if result is not None else ():
+            was_here = name in before.get(decision.workload, set())
+            if decision.unschedulable:
+                unschedulable.append(decision.workload)
+                if was_here and name in decision.reasons:
+                    stranded.append(decision.workload)
+                continue
+            if was_here and name not in decision.replicas:
+                moved.append(decision.workload)
+            replicas_moved += decision.moved.replicas
+            if decision.moved.removed:  # reasons are worked out on demand: only when needed
+                rejected = decision.reasons
+                replicas_forced += sum(r for c, r in decision.moved.removed if c in rejected)
+            decisions.append(
+                PlacementDecisionInfo(
+                    workload=decision.workload,
+                    clusters=tuple(
+                        ClusterReplicasInfo(c.name, c.replicas) for c in decision.clusters
+                    ),
+                    reason=input.reason,
+                    resource_version=inv.workload_versions.get(decision.workload, ""),
+                )
+            )
+        lists = (_first(moved), _first(stranded), _first(unschedulable))
+        if stranded and input.upcoming_version:
+            return ReplaceResult(0, (), lists[1], lists[2], affected=len(affected))
+        # Called even with nothing to write: an empty call costs no API request, and the backend
+        # sees every placement run (the in-memory fleet records them). A first placement of a
+        # large fleet writes thousands of objects: the backend writes a few at a time and each
+        # finished decision is a heartbeat, so the attempt lasts as long as the writes progress.
+        beat(PlacementProgress(0, len(decisions), "writing decisions"))
+
+        def progress(done: int, total: int) -> None:
+            beat(PlacementProgress(done, total, f"{done}/{total} decisions written"))
+
+        write = await self._backend.write_placement(decisions, input.reason, progress)
+        if write.conflicts:
+            return write
+        return ReplaceResult(
+            len(decisions),
+            *lists,
+            affected=len(affected),
+            written=len(write.written),
+            replicas_moved=replicas_moved,
+            replicas_forced=replicas_forced,
+        )

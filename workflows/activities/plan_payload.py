@@ -1,0 +1,281 @@
+"""The plan as payload: a plain serialisation of the domain plan, its stored form and its summary.
+
+Pure; public so tests and the CLI can preview exactly what the workflow runs. The stored plan is
+content-addressed and immutable (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import default as default_converter
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.domain.errors import InputError
+from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
+from orchestrator.kube.backend.port import ClusterRef
+from orchestrator.planning import CalibrationPlan, plan_calibration
+from workflows.activities.errors import NOT_FOUND
+from workflows.model import (
+    SAMPLE_LIMIT,
+    ClusterProgress,
+    ClusterState,
+    ClusterUpgradePlan,
+    FleetPlan,
+    PlanInput,
+    PlanRef,
+    PlanSummary,
+    PoolVersion,
+    StageSummary,
+    StepPlan,
+    StepProgress,
+)
+
+
+def load_strategy_document(document: dict[str, Any] | None) -> Strategy:
+    """The strategy a calibration uses (InputError for a bad document)."""
+    return DEFAULT_STRATEGY if document is None else strategy_from_mapping(document)
+
+
+def fleet_plan(
+    plan: CalibrationPlan, calibration_id: str, namespaces: Mapping[str, str] | None = None
+) -> FleetPlan:
+    """The domain plan as the workflows run it: a copy field by field, deciding nothing.
+
+    Everything is read from the domain plan as planning decided it: steps with their
+    from-versions (per pool for worker steps: the idempotency key of a patch) and their ids
+    (``step_id``), the pools and topology the plan starts from, each cluster's window, the
+    rollout's stages with their approval gates, soak and concurrency (``Stage`` itself), the
+    failure budget. Versions become text. Only the addressing planning cannot know is added: the
+    calibration id (in the step ids) and each cluster's namespace. Deriving anything here once
+    made the run enforce a gate the preview did not show.
+    """
+    namespaces = namespaces or {}
+    clusters = tuple(
+        ClusterUpgradePlan(
+            cluster=ClusterRef(cplan.cluster, namespaces.get(cplan.cluster, "")),
+            control_plane_from=str(cplan.control_plane_from),
+            workers_from=None if cplan.workers_from is None else str(cplan.workers_from),
+            pools=tuple(PoolVersion(name, str(v)) for name, v in cplan.pools_from),
+            steps=tuple(
+                StepPlan(
+                    index,
+                    sid,
+                    step.component,
+                    str(step.version),
+                    str(step.from_version),
+                    tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
+                )
+                for index, (step, sid) in enumerate(
+                    zip(cplan.steps, cplan.step_ids(calibration_id), strict=True)
+                )
+            ),
+            topology=cplan.topology,
+            blocked=cplan.blocked,
+            reasons=cplan.reasons,
+            window=plan.window_for(cplan.cluster),
+        )
+        for cplan in plan.clusters
+    )
+    return FleetPlan(
+        target=str(plan.target),
+        calibration_id=calibration_id,
+        clusters=clusters,
+        stages=plan.rollout.stages,
+        unassigned=plan.rollout.unassigned,
+        max_failures=plan.rollout.max_failures,
+        finding_actions=plan.finding_actions(),
+    )
+
+
+def plan_fleet_of(
+    input: PlanInput,
+    snapshot: FleetSnapshot,
+    namespaces: Mapping[str, str],
+    scope: frozenset[str] | None = None,
+) -> FleetPlan:
+    """Plan ``snapshot`` as ``input`` says and make the payload: the plan activity's one path.
+
+    InputError on anything unusable (target, strategy, selector, an empty selection).
+    """
+    target = KubeVersion.parse(input.target)
+    strategy = load_strategy_document(input.strategy)
+    selector = parse_selector_string(input.selector) if input.selector else None
+    plan = plan_calibration(snapshot, target, strategy, selector, scope)
+    return fleet_plan(plan, input.calibration_id, namespaces)
+
+
+def plan_from_input(input: PlanInput) -> FleetPlan:
+    """Validate the inputs and plan the snapshot they carry (InputError on anything unusable)."""
+    if input.snapshot is None:
+        raise InputError("planning needs a snapshot (the plan_fleet activity reads the fleet)")
+    return plan_fleet_of(input, snapshot_from_mapping(input.snapshot), input.namespaces)
+
+
+_JSON = Payload(metadata={"encoding": b"json/plain"})
+
+# Decoded plans an activity worker keeps (immutable, so a digest always means the same plan).
+PLAN_CACHE_SIZE = 4
+
+
+def encode_plan(plan: FleetPlan) -> tuple[str, bytes]:
+    """(SHA-256 hex, bytes): the plan as the same JSON Temporal would put in history."""
+    (payload,) = default_converter().payload_converter.to_payloads([plan])
+    data = payload.data
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def decode_plan(data: bytes) -> FleetPlan:
+    """Inverse of ``encode_plan``."""
+    payload = Payload()
+    payload.CopyFrom(_JSON)
+    payload.data = data
+    (plan,) = default_converter().payload_converter.from_payloads([payload], [FleetPlan])
+    assert isinstance(plan, FleetPlan)
+    return plan
+
+
+def encode_scope(names: Sequence[str], owner: str) -> tuple[str, bytes]:
+    """(SHA-256 hex, bytes) of a calibration's scope: its owner and the sorted cluster names.
+
+    The owner (the evaluating workflow's id) makes the digest unique per evaluation, so the owner
+    can delete the scope when its calibrations have planned without breaking another schedule's
+    evaluation that found the same clusters.
+    """
+    document = {"owner": owner, "clusters": sorted(names)}
+    data = json.dumps(document, separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def decode_scope(data: bytes) -> list[str]:
+    """Inverse of ``encode_scope`` (a stored scope is written by us; anything else is corrupt).
+
+    A bare list is what workers before scope ownership stored; it still reads.
+    """
+    document = json.loads(data)
+    names = document.get("clusters") if isinstance(document, dict) else document
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ApplicationError("stored scope is not a list of cluster names", type=NOT_FOUND)
+    return names
+
+
+def planned_state(cplan: ClusterUpgradePlan, *, staged: bool) -> ClusterState:
+    """Where a cluster of a plan starts: blocked, up to date, in no stage, or pending in one."""
+    if cplan.blocked:
+        return ClusterState.BLOCKED
+    if not cplan.steps:
+        return ClusterState.UP_TO_DATE
+    return ClusterState.PENDING if staged else ClusterState.UNASSIGNED
+
+
+# Order of the summary's sample among the states a plan starts clusters in.
+_STATE_ORDER = {
+    ClusterState.BLOCKED: 0,
+    ClusterState.UNASSIGNED: 1,
+    ClusterState.PENDING: 2,
+    ClusterState.UP_TO_DATE: 3,
+}
+
+
+def summarize_plan(
+    plan: FleetPlan, ref: PlanRef, skipped: Mapping[str, str] | None = None
+) -> PlanSummary:
+    """The bounded part of a plan the parent workflow keeps: counts, stages, a sample.
+
+    The sample gives detail to the first ``SAMPLE_LIMIT`` clusters in this order: skipped by the
+    inventory (malformed CAPI objects, with the reason; never touched), blocked (with their
+    reasons), unassigned, the next to run (execution order), up to date. A small fleet is
+    therefore shown whole from the start; a large one by counts plus what matters first.
+    """
+    order = [n for s in plan.stages for n in s.clusters]
+    stage_of = {n: s.name for s in plan.stages for n in s.clusters}
+    rank_of_pending = {n: i for i, n in enumerate(order)}
+    unassigned = set(plan.unassigned)
+    counts: dict[str, int] = {}
+    notable: list[tuple[tuple[int, int], ClusterProgress]] = []
+    for name, reason in sorted((skipped or {}).items()):
+        counts[ClusterState.SKIPPED.value] = counts.get(ClusterState.SKIPPED.value, 0) + 1
+        notable.append(
+            (
+                (-1, 0),
+                ClusterProgress(
+                    name=name,
+                    state=ClusterState.SKIPPED,
+                    message=f"skipped: {reason}",
+                    reasons=(reason,),
+                ),
+            )
+        )
+    for cplan in plan.clusters:
+        name = cplan.cluster.name
+        state = planned_state(cplan, staged=name in stage_of and name not in unassigned)
+        rank = (_STATE_ORDER[state], rank_of_pending[name] if state == ClusterState.PENDING else 0)
+        counts[state.value] = counts.get(state.value, 0) + 1
+        notable.append(
+            (
+                rank,
+                ClusterProgress(
+                    name=name,
+                    stage=stage_of.get(name, ""),
+                    state=state,
+                    from_version=cplan.control_plane_from,
+                    target=plan.target,
+                    window="" if cplan.window is None else cplan.window.describe(),
+                    steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps)
+                    if state == ClusterState.PENDING
+                    else (),
+                    reasons=cplan.reasons,
+                ),
+            )
+        )
+    notable.sort(key=lambda item: item[0])
+    return PlanSummary(
+        target=plan.target,
+        plan=ref,
+        stages=tuple(
+            StageSummary(
+                name=s.name,
+                waves=len(s.waves()),
+                clusters=len(s.clusters),
+                max_concurrency=s.max_concurrency,
+                soak_seconds=s.soak_seconds,
+                approval=s.approval,
+            )
+            for s in plan.stages
+        ),
+        clusters=len(plan.clusters) + len(skipped or {}),
+        counts=counts,
+        notable=tuple(p for _, p in notable[:SAMPLE_LIMIT]),
+        unassigned=plan.unassigned[:SAMPLE_LIMIT],
+        findings=sum(plan.finding_actions.values()),
+        max_failures=plan.max_failures,
+        finding_actions=dict(plan.finding_actions),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _LoadedPlan:
+    plan: FleetPlan
+    clusters: dict[str, ClusterUpgradePlan]
+    position: dict[str, tuple[int, int]]  # name -> (stage, wave)
+
+
+def _index(plan: FleetPlan) -> _LoadedPlan:
+    return _LoadedPlan(
+        plan,
+        {c.cluster.name: c for c in plan.clusters},
+        {
+            name: (si, wi)
+            for si, stage in enumerate(plan.stages)
+            for wi, wave in enumerate(stage.waves())
+            for name in wave
+        },
+    )
