@@ -317,7 +317,7 @@ def place(
     from orchestrator.cli.output import finish
     from orchestrator.domain.documents import quote
     from orchestrator.domain.errors import InputError
-    from orchestrator.placement import PlacementResult, placement_to_json
+    from orchestrator.placement import PlacementResult, decision_to_json, placement_to_json
     from orchestrator.placement import place as run_placement
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
@@ -335,7 +335,14 @@ def place(
     result = run_placement(snap, now=datetime.now(UTC))
     if workload is not None:
         result = PlacementResult((result.decision(workload),))
-    doc = placement_to_json(result, explain=explain or workload is not None)
+    explained = explain or workload is not None
+    if output is Format.json:
+        # Streamed: each decision's item is built, encoded, written and dropped in turn.
+        items = (decision_to_json(d, explain=explained) for d in result.decisions)
+        emit({"decisions": items, "unreachable": render.unreachable_json(snap)}, output, _none)
+        finish(partial=bool(result.unschedulable) or bool(fleet.left_out))
+        return
+    doc = placement_to_json(result, explain=explained)
     doc["unreachable"] = render.unreachable_json(snap)
 
     def table(con: Console) -> None:
@@ -344,6 +351,10 @@ def place(
 
     emit(doc, output, table)
     finish(partial=bool(result.unschedulable) or bool(fleet.left_out))
+
+
+def _none(con: Console) -> None:
+    """No table: for output that is never one."""
 
 
 @app.command("snapshot")

@@ -49,6 +49,7 @@ from orchestrator.placement.result import (
     Moved,
     PlacementResult,
     WorkloadDecision,
+    decision_to_json,
     placement_to_json,
 )
 from orchestrator.placement.scheduler import place
@@ -67,6 +68,7 @@ __all__ = [
     "Registry",
     "ScorePlugin",
     "WorkloadDecision",
+    "decision_to_json",
     "place",
     "placement_to_json",
     "unfit",

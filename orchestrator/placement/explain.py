@@ -122,7 +122,7 @@ def explain(
         view = attempt.view
         tables = plain.get(governing)
         if tables is None:
-            tables = plain[governing] = [(t, t.entry(t.wkey(view), view)) for t in s.plain_filters]
+            tables = plain[governing] = s.explainer.plain_entries(view, attempt.profile)
         for t, e in tables:
             reasons.extend(map(cut(t.plugin), t.result(e, view, i, is_current).reasons))
         if governing >= 0 and not reasons:
@@ -253,6 +253,10 @@ class Explainer:
         self._by_profile: dict[
             int, tuple[Profile, tuple[list[tuple[str, int]], int, list[tuple[str, int]], int]]
         ] = {}
+        self._merged: dict[
+            tuple[int, ...],
+            tuple[tuple[Entry[FilterResult], ...], tuple[list[tuple[str, int]], int]],
+        ] = {}
         self._replay: PlacementContext | None = None
         self._start: tuple[list[int], list[int]] = ([], [])
         self._events: dict[int, list[tuple[int, int, int]]] = {}
@@ -267,12 +271,13 @@ class Explainer:
         static, entries = self.scheduler.static_filters, profile.entries
         return [(static[p], entries[p]) for p in self._term_pos]
 
-    def plain_entries(self, view: Workload) -> list[tuple[FilterTable, Entry[FilterResult]]]:
-        """The view's cache entry in each other static filter."""
-        static, entries = (
-            self.scheduler.static_filters,
-            self.scheduler.profiles.profile(view).entries,
-        )
+    def plain_entries(
+        self, view: Workload, profile: Profile | None = None
+    ) -> list[tuple[FilterTable, Entry[FilterResult]]]:
+        """The view's cache entry in each other static filter (``profile``: the view's)."""
+        if profile is None:
+            profile = self.scheduler.profiles.profile(view)
+        static, entries = self.scheduler.static_filters, profile.entries
         return [(static[p], entries[p]) for p in self._plain_pos]
 
     def summarizer(self, plugin: Plugin) -> Callable[[str], str]:
@@ -392,19 +397,36 @@ class Explainer:
         found = self._by_profile.get(id(profile))
         if found is not None and found[0] is profile:
             return found[1]
-        static, entries = self.scheduler.static_filters, profile.entries
-        parts: list[tuple[list[tuple[str, int]], int]] = []
-        for positions in (self._term_pos, self._plain_pos):
-            merged: dict[str, int] = {}
-            rejected = 0
-            for p in positions:
-                for reason, m in self._reason_masks(static[p], entries[p]):
-                    merged[reason] = merged.get(reason, 0) | m
-                    rejected |= m
-            parts.append((list(merged.items()), rejected))
-        masks = (parts[0][0], parts[0][1], parts[1][0], parts[1][1])
+        entries = profile.entries
+        terms, rejected = self._merged_masks(self._term_pos, entries)
+        plain, plain_rejected = self._merged_masks(self._plain_pos, entries)
+        masks = (terms, rejected, plain, plain_rejected)
         self._by_profile[id(profile)] = (profile, masks)
         return masks
+
+    def _merged_masks(
+        self, positions: list[int], entries: list[Entry[FilterResult]]
+    ) -> tuple[list[tuple[str, int]], int]:
+        """The reason masks of the entries at ``positions`` merged, and all they reject.
+
+        Kept per tuple of entries: profiles that differ elsewhere share them (a generated
+        1k x 10k fleet has ~2,000 profiles but ~900 term entries and ~100 sets of the others).
+        """
+        chosen = tuple([entries[p] for p in positions])
+        key = tuple(map(id, chosen))
+        found = self._merged.get(key)
+        if found is not None and found[0] == chosen:  # tuples compare items by identity first
+            return found[1]
+        static = self.scheduler.static_filters
+        merged: dict[str, int] = {}
+        rejected = 0
+        for p, entry in zip(positions, chosen, strict=True):
+            for reason, m in self._reason_masks(static[p], entry):
+                merged[reason] = merged.get(reason, 0) | m
+                rejected |= m
+        result = (list(merged.items()), rejected)
+        self._merged[key] = (chosen, result)
+        return result
 
     def _below(self, resource: int, need: int) -> int:
         """Clusters with less than ``need`` of cpu (0) or memory (1) free at the end of the run."""

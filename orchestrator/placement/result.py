@@ -248,33 +248,35 @@ def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict
     Every decision carries ``summary`` and ``rejected``, which grow with the distinct reasons,
     not with the fleet; ``explain`` adds the per-cluster ``reasons`` and, for every feasible
     cluster, its ``scores`` per plugin and total (best first) with the plugins' ``scoreWeights``
-    (workloads x clusters).
+    (workloads x clusters). Each item is ``decision_to_json`` of one decision.
     """
-    decisions: list[dict[str, object]] = []
-    for d in result.decisions:
-        summary = d.summary
-        item: dict[str, object] = {
-            "workload": d.workload,
-            "clusters": [{"name": c.name, "replicas": c.replicas} for c in d.clusters],
-            "unschedulable": d.unschedulable,
-            "summary": summary.text,
-            "rejected": [{"reason": r, "clusters": n} for r, n in summary.rejected],
-            "evicted": list(d.evicted),
-            "moved": d.moved.to_json(),
-        }
-        if explain:
-            item["reasons"] = {name: list(reasons) for name, reasons in d.reasons.items()}
-            scores = d.scores
-            item["scoreWeights"] = dict(scores.weights)
-            item["scores"] = [
-                {"cluster": c.name, "total": c.total, "plugins": dict(c.plugins)}
-                for c in scores.clusters
-            ]
-        if d.affinity is not None:
-            item["affinity"] = d.affinity
-        if d.division_note:
-            item["divisionNote"] = d.division_note
-        if d.evict_at:
-            item["evictAt"] = dict(d.evict_at)
-        decisions.append(item)
-    return {"decisions": decisions}
+    return {"decisions": [decision_to_json(d, explain=explain) for d in result.decisions]}
+
+
+def decision_to_json(d: WorkloadDecision, *, explain: bool = False) -> dict[str, object]:
+    """One item of ``placement_to_json``'s ``decisions`` (a writer can stream them one by one)."""
+    summary = d.summary
+    item: dict[str, object] = {
+        "workload": d.workload,
+        "clusters": [{"name": c.name, "replicas": c.replicas} for c in d.clusters],
+        "unschedulable": d.unschedulable,
+        "summary": summary.text,
+        "rejected": [{"reason": r, "clusters": n} for r, n in summary.rejected],
+        "evicted": list(d.evicted),
+        "moved": d.moved.to_json(),
+    }
+    if explain:
+        item["reasons"] = {name: list(reasons) for name, reasons in d.reasons.items()}
+        scores = d.scores
+        item["scoreWeights"] = dict(scores.weights)
+        item["scores"] = [
+            {"cluster": c.name, "total": c.total, "plugins": dict(c.plugins)}
+            for c in scores.clusters
+        ]
+    if d.affinity is not None:
+        item["affinity"] = d.affinity
+    if d.division_note:
+        item["divisionNote"] = d.division_note
+    if d.evict_at:
+        item["evictAt"] = dict(d.evict_at)
+    return item
