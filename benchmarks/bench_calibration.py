@@ -48,7 +48,7 @@ from kubernetes.dynamic import DynamicClient
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.domain.snapshot import snapshot_to_mapping
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi
 from orchestrator.kube.client import api_client, apply_all, dynamic

@@ -21,7 +21,7 @@ import yaml
 
 from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.domain.documents import load_document
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 
 
 def _validated(load: Callable[[bytes], Any], text: bytes) -> object:

@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.domain.quantity import parse_cpu_milli, parse_memory_bytes
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.placement import place
 from orchestrator.placement.result import PlacementResult

@@ -24,7 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from benchmarks.fleetgen import generate_fleet_mapping
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import FAST, TIME_SKIPPING, Harness, binary_path
 from workflows.client import start_calibration

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 
 ENVS = (("prod", 0.4), ("staging", 0.3), ("dev", 0.3))
 REGIONS = ("eu-west", "eu-central", "us-east", "us-west", "ap-south")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import Workload, snapshot_from_mapping
+from orchestrator.domain.snapshot import Workload
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion, parse_version
 
 Backend = Literal["in-memory", "docker"]

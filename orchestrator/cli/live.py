@@ -132,7 +132,7 @@ def load(source: Source) -> Fleet:
     checked(source)
     if source.snapshot is not None:
         from orchestrator.cli.files import read_document
-        from orchestrator.domain.snapshot import load_snapshot
+        from orchestrator.domain.snapshot_load import load_snapshot
 
         return Fleet(load_snapshot(read_document(source.snapshot, "snapshot")))
     return read_live(source)

@@ -373,7 +373,7 @@ def write_snapshot(
     Exit 1 when the read left clusters out (each named on stderr; the file holds the rest).
     """
     from orchestrator.cli.output import finish
-    from orchestrator.domain.snapshot import snapshot_to_mapping
+    from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 
     fleet = _fleet(Source(None, kubeconfig, context, namespace, all_namespaces, probe))
     emit(snapshot_to_mapping(fleet.snapshot), Format(output.value), lambda _: None)

@@ -199,7 +199,7 @@ def check(
     from orchestrator.cli.files import read_document
     from orchestrator.domain.errors import InputError
     from orchestrator.domain.policy import evaluate_policy, load_policy
-    from orchestrator.domain.snapshot import load_snapshot
+    from orchestrator.domain.snapshot_load import load_snapshot
 
     try:
         rules = load_policy(read_document(policy, "policy"))

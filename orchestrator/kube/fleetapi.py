@@ -36,7 +36,8 @@ from typing import Any, cast
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from orchestrator.domain.snapshot import FleetSnapshot, Workload, snapshot_to_mapping
+from orchestrator.domain.snapshot import FleetSnapshot, Workload
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages
 
 GROUP = "calibrator.dev"

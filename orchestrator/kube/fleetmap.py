@@ -40,14 +40,8 @@ from typing import Any
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.location import cluster_location
-from orchestrator.domain.snapshot import (
-    API_VERSION,
-    KIND,
-    FleetSnapshot,
-    WorkloadClusterStatus,
-    cluster_from_mapping,
-    snapshot_from_mapping,
-)
+from orchestrator.domain.snapshot import API_VERSION, KIND, FleetSnapshot, WorkloadClusterStatus
+from orchestrator.domain.snapshot_load import cluster_from_mapping, snapshot_from_mapping
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube import capi, fleetapi

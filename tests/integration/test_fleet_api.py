@@ -25,7 +25,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from orchestrator.cli import demo
-from orchestrator.domain.snapshot import load_snapshot, snapshot_from_mapping, snapshot_to_mapping
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.kube import fleetapi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, NotFoundError, PlacementDecisionInfo

@@ -41,7 +41,7 @@ from kubernetes.dynamic import DynamicClient
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.domain.snapshot import load_snapshot
+from orchestrator.domain.snapshot_load import load_snapshot
 from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import apply_all

@@ -9,7 +9,8 @@ import pytest
 
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import parse_selector_string
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import DEFAULT_STRATEGY
 from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json

@@ -24,7 +24,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping, snapshot_to_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from tests.workflows.fake_backend import InMemoryFleet
 from workflows import search_attributes
 from workflows.client import register_search_attributes, start_calibration, status

@@ -11,7 +11,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from orchestrator.domain.snapshot import snapshot_to_mapping
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.fake_backend import InMemoryFleet
 from tests.workflows.harness import cluster, in_memory, strategy

@@ -10,7 +10,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import snapshot_to_mapping
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory, strategy
 from workflows import client as control
 from workflows.client import ControlError, validate_input

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain.durations import format_duration
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import load_strategy
 from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import _invalid
 from workflows.activities.plan_payload import (

@@ -18,7 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.selectors import parse_selector_string
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.kube.backend.port import ClusterRef

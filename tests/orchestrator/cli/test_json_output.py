@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import output
 from orchestrator.cli.main import app
 from orchestrator.cli.output import dumps_json, write_json
-from orchestrator.domain.snapshot import load_snapshot
+from orchestrator.domain.snapshot_load import load_snapshot
 from orchestrator.placement import decision_to_json, place, placement_to_json
 
 FLEET = Path(__file__).parents[3] / "examples" / "fleet.yaml"

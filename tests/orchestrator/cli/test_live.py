@@ -21,11 +21,8 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import live
 from orchestrator.cli.main import app
-from orchestrator.domain.snapshot import (
-    WorkloadClusterStatus,
-    load_snapshot,
-    snapshot_from_mapping,
-)
+from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.kube import client as kube_client
 from orchestrator.kube import inventory
 from orchestrator.kube.backend.port import Inventory

@@ -15,7 +15,8 @@ from orchestrator.cli import render
 from orchestrator.cli.main import app
 from orchestrator.cli.output import NON_TTY_WIDTH, console
 from orchestrator.domain.drift import drift_report
-from orchestrator.domain.snapshot import FleetSnapshot, load_snapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.planning import plan_calibration
 

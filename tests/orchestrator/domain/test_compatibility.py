@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from orchestrator.domain.compatibility import check_fleet, cluster_findings
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 
 V = KubeVersion.parse

@@ -5,7 +5,7 @@ from datetime import date
 from pathlib import Path
 
 from orchestrator.domain.drift import drift_report
-from orchestrator.domain.snapshot import load_snapshot
+from orchestrator.domain.snapshot_load import load_snapshot
 from orchestrator.domain.versions import KubeVersion
 
 EXAMPLE = load_snapshot((Path(__file__).parents[3] / "examples" / "fleet.yaml").read_text())

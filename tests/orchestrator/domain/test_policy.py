@@ -14,7 +14,8 @@ from orchestrator.domain.policy import (
     load_policy,
     policy_from_mapping,
 )
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 
 AVAILABLE = ["v1.31.5", "v1.32.3", "v1.32.9", "v1.33.1", "v1.33.7", "v1.34.2"]

@@ -6,13 +6,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.domain.snapshot import (
-    ApiRef,
-    SnapshotError,
-    dump_snapshot,
-    load_snapshot,
-    snapshot_from_mapping,
-)
+from orchestrator.domain.snapshot import ApiRef, SnapshotError
+from orchestrator.domain.snapshot_dump import dump_snapshot
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "fleet.yaml"
 

@@ -7,14 +7,9 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.location import FieldRequirement, SpreadConstraint
-from orchestrator.domain.snapshot import (
-    Cluster,
-    SnapshotError,
-    dump_snapshot,
-    load_snapshot,
-    snapshot_from_mapping,
-    snapshot_to_mapping,
-)
+from orchestrator.domain.snapshot import Cluster, SnapshotError
+from orchestrator.domain.snapshot_dump import dump_snapshot, snapshot_to_mapping
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 
 
 def _cluster(**fields: Any) -> Cluster:

@@ -6,12 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain.snapshot import (
-    SnapshotError,
-    dump_snapshot,
-    load_snapshot,
-    snapshot_from_mapping,
-)
+from orchestrator.domain.snapshot import SnapshotError
+from orchestrator.domain.snapshot_dump import dump_snapshot
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.domain.taints import Toleration
 
 

@@ -13,14 +13,9 @@ import pytest
 
 from orchestrator.domain.apicatalog import catalog
 from orchestrator.domain.location import FIELD_OPERATORS, FIELDS, SPREAD_FIELDS, value_error
-from orchestrator.domain.snapshot import (
-    DIVISION_TYPES,
-    FleetSnapshot,
-    Workload,
-    load_snapshot,
-    snapshot_from_mapping,
-    snapshot_to_mapping,
-)
+from orchestrator.domain.snapshot import DIVISION_TYPES, FleetSnapshot, Workload
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.kube import fleetapi
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain.snapshot import snapshot_from_mapping, snapshot_to_mapping
+from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.taints import OPERATORS, numeric_value_error
 from orchestrator.kube import fleetapi
 from tests.orchestrator.kube.test_fleetapi import EXAMPLE, _schema

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, snapshot_from_mapping
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement.context import PlacementContext
 
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
-from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, snapshot_from_mapping
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import DEFAULT_REGISTRY, bounds, place, scheduler
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import bits, mask_of, selectors

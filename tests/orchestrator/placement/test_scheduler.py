@@ -8,7 +8,8 @@ import pytest
 
 from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import FleetSnapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot import FleetSnapshot
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import (
     DEFAULT_REGISTRY,
     FITS,

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from orchestrator.cli.render import moved_text
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import place, placement_to_json
 from orchestrator.placement.result import WorkloadDecision
 

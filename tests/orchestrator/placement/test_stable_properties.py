@@ -24,7 +24,7 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.domain.snapshot import snapshot_from_mapping
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import place
 from orchestrator.placement.result import WorkloadDecision
 

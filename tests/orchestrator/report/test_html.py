@@ -12,8 +12,8 @@ from orchestrator.domain.snapshot import (
     ControlPlaneState,
     FleetSnapshot,
     MachineDeploymentState,
-    load_snapshot,
 )
+from orchestrator.domain.snapshot_load import load_snapshot
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import load_strategy
 from orchestrator.planning import plan_calibration
