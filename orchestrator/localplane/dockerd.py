@@ -471,9 +471,21 @@ def restore_forward_policy(saved: str) -> bool:
     return True
 
 
+def _bridge_exists() -> bool:
+    """Whether our bridge exists in this network namespace.
+
+    Asked of ``ip``, not read from /sys/class/net: in a namespace made by ``unshare -n`` /sys
+    still shows the namespace that mounted it, so a bridge made here would never be seen there.
+    """
+    done = subprocess.run(
+        ["ip", "link", "show", BRIDGE], capture_output=True, timeout=30, check=False
+    )
+    return done.returncode == 0
+
+
 def _ensure_bridge() -> None:
     """Create our bridge with its address unless it exists (dockerd only creates docker0)."""
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if _bridge_exists():
         return
     for cmd in (
         ["ip", "link", "add", BRIDGE, "type", "bridge"],
@@ -486,7 +498,7 @@ def _ensure_bridge() -> None:
 
 
 def _remove_bridge() -> None:
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if _bridge_exists():
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, timeout=30, check=False)
 
 
