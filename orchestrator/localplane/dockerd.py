@@ -386,7 +386,8 @@ class DockerEngine:
         if forwarding in ("0", "1") and _read_ip_forward() not in (None, forwarding):
             IP_FORWARD.write_text(f"{forwarding}\n")
             progress(f"net.ipv4.ip_forward restored to {forwarding}")
-        _remove_bridge()
+        if extra.get("bridge"):  # only a bridge this engine's ``up`` made (and recorded)
+            _remove_bridge()
         if purge and self.state_dir.exists():
             _unmount_below(self.state_dir)
             shutil.rmtree(self.state_dir)

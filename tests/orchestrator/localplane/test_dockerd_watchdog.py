@@ -132,3 +132,16 @@ def test_the_docker_watchdog_leaves_a_restarted_engine_alone(tmp_path: Path) -> 
     finally:
         subprocess.run(["kill", str(fake.pid)], check=False)
         _wait_gone(fake.pid)
+
+
+def test_down_removes_only_a_bridge_its_up_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    removed: list[bool] = []
+    monkeypatch.setattr(dockerd, "_remove_bridge", lambda: removed.append(True))
+    engine = dockerd.DockerEngine(tmp_path)
+    engine.down()  # nothing recorded: another engine's bridge in this namespace is left alone
+    assert removed == []
+    save_records(engine.state_file, [], {"bridge": dockerd.BRIDGE})
+    engine.down()
+    assert removed == [True]
