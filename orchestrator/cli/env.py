@@ -128,6 +128,8 @@ def down(
 
     With ``--provider docker`` also our dockerd, after removing its containers.
     """
+    from rich.console import Console
+
     from orchestrator.localplane import dockerenv
 
     con = Console(stderr=True)

@@ -13,7 +13,7 @@ set lacks so that ``docker run --privileged`` (kind nodes, CAPD machines) works 
 
 Command line (no new console entry point)::
 
-    python3 -m orchestrator.localplane.dockerd up|down|status|env [--state-dir DIR]
+    python3 -m orchestrator.localplane.dockerd up|down|status|env [--state-dir DIR] [--ttl N]
 """
 
 from __future__ import annotations
@@ -195,13 +195,26 @@ class DockerEngine:
         )
 
     def up(
-        self, *, timeout: float = 60.0, progress: Callable[[str], None] = lambda _: None
+        self,
+        *,
+        timeout: float = 60.0,
+        ttl_seconds: int | None = None,
+        progress: Callable[[str], None] = lambda _: None,
     ) -> EngineStatus:
-        """Start dockerd (or return at once when the recorded one answers) and wait for it."""
+        """Start dockerd (or return at once when the recorded one answers) and wait for it.
+
+        With ``ttl_seconds`` a detached watchdog runs ``down`` (containers removed, dockerd
+        stopped) once they elapse, like the local plane's; a new TTL replaces the old watchdog.
+        Without one, a restarted engine keeps what was left of the TTL it had.
+        """
         current = self.status()
         if current.healthy:
             progress(f"already running (pid {current.pid})")
+            if ttl_seconds:
+                self._arm_watchdog(ttl_seconds, progress)
             return current
+        _, previous = load_records(self.state_file)
+        ttl_seconds = ttl_seconds or _remaining(previous.get("watchdogDeadline"))
         if current.running:
             progress("the recorded dockerd does not answer; stopping it")
             self.down(remove_containers=False)
@@ -229,7 +242,47 @@ class DockerEngine:
         )
         waited = wait_until("dockerd", lambda: _pings(self.socket), timeout, record)
         progress(f"dockerd pid {record.pid} answered after {waited:.1f}s on {self.socket}")
+        if ttl_seconds:
+            self._arm_watchdog(ttl_seconds, progress)
         return self.status()
+
+    def _arm_watchdog(self, ttl_seconds: int, progress: Callable[[str], None]) -> None:
+        """Start a watchdog for ``ttl_seconds`` (stopping the one before) and record it."""
+        records, extra = load_records(self.state_file)
+        self._stop_watchdog(extra)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        if not records:
+            raise PlaneError("no dockerd recorded to watch")
+        extra["watchdogPid"] = self._spawn_watchdog(ttl_seconds, records[0].pid)
+        extra["watchdogDeadline"] = time.time() + ttl_seconds
+        save_records(self.state_file, records, extra)
+        progress(f"dockerd stops by itself in {ttl_seconds}s (watchdog pid {extra['watchdogPid']})")
+
+    def _spawn_watchdog(self, ttl_seconds: int, dockerd_pid: int) -> int:
+        with (self.log.parent / "watchdog.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.localplane.watchdog",
+                 str(self.state_dir), str(ttl_seconds), "docker", str(dockerd_pid)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        return proc.pid
+
+    @staticmethod
+    def _stop_watchdog(extra: dict[str, object]) -> None:
+        """Stop the recorded watchdog unless it is this process (a watchdog running ``down``)."""
+        pid = extra.pop("watchdogPid", None)
+        extra.pop("watchdogDeadline", None)
+        if isinstance(pid, int) and not isinstance(pid, bool) and pid != os.getpid() and alive(pid):
+            stop(ProcessRecord("watchdog", pid, [], "", ""), timeout=10.0)
+
+    def runs(self, dockerd_pid: int) -> bool:
+        """Whether the recorded dockerd is still ``dockerd_pid`` and alive.
+
+        A watchdog's check: once the engine was stopped or restarted, it has nothing left to do.
+        """
+        record = self._record()
+        return record is not None and record.pid == dockerd_pid and alive(record.pid)
 
     def ensure_network(self, name: str, subnet: str, gateway: str) -> bool:
         """Create the user-defined bridge network ``name`` unless it exists; True when created.
@@ -305,6 +358,7 @@ class DockerEngine:
         """
         record = self._record()
         _, extra = load_records(self.state_file)
+        self._stop_watchdog(dict(extra))
         saved = extra.get("forwardPolicy")
         forwarding = extra.get("ipForward")
         if record is not None and alive(record.pid):
@@ -332,10 +386,18 @@ class DockerEngine:
         if forwarding in ("0", "1") and _read_ip_forward() not in (None, forwarding):
             IP_FORWARD.write_text(f"{forwarding}\n")
             progress(f"net.ipv4.ip_forward restored to {forwarding}")
-        _remove_bridge()
+        if extra.get("bridge"):  # only a bridge this engine's ``up`` made (and recorded)
+            _remove_bridge()
         if purge and self.state_dir.exists():
             _unmount_below(self.state_dir)
             shutil.rmtree(self.state_dir)
+
+
+def _remaining(deadline: object) -> int:
+    """Whole seconds until ``deadline`` (epoch seconds), 0 when absent or past."""
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+        return 0
+    return max(0, int(deadline - time.time()))
 
 
 def archive_images(archive: Path) -> dict[str, str]:
@@ -410,9 +472,21 @@ def restore_forward_policy(saved: str) -> bool:
     return True
 
 
+def _bridge_exists() -> bool:
+    """Whether our bridge exists in this network namespace.
+
+    Asked of ``ip``, not read from /sys/class/net: in a namespace made by ``unshare -n`` /sys
+    still shows the namespace that mounted it, so a bridge made here would never be seen there.
+    """
+    done = subprocess.run(
+        ["ip", "link", "show", BRIDGE], capture_output=True, timeout=30, check=False
+    )
+    return done.returncode == 0
+
+
 def _ensure_bridge() -> None:
     """Create our bridge with its address unless it exists (dockerd only creates docker0)."""
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if _bridge_exists():
         return
     for cmd in (
         ["ip", "link", "add", BRIDGE, "type", "bridge"],
@@ -425,7 +499,7 @@ def _ensure_bridge() -> None:
 
 
 def _remove_bridge() -> None:
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if _bridge_exists():
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, timeout=30, check=False)
 
 
@@ -450,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-containers", action="store_true", help="down: leave containers in the data dir"
     )
     parser.add_argument("--purge", action="store_true", help="down: delete the state dir")
+    parser.add_argument(
+        "--ttl", type=int, default=None, help="up: stop by itself (containers removed) after N s"
+    )
     args = parser.parse_args(argv)
     engine = DockerEngine(args.state_dir)
 
@@ -458,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "up":
-            st = engine.up(progress=say)
+            st = engine.up(ttl_seconds=args.ttl, progress=say)
             print(f"export DOCKER_HOST={st.docker_host}")
         elif args.command == "down":
             engine.down(remove_containers=not args.keep_containers, purge=args.purge, progress=say)

@@ -30,6 +30,7 @@ NETWORK = "kind"
 NETWORK_SUBNET = "172.30.0.0/16"
 NETWORK_GATEWAY = "172.30.0.1"
 PROVIDER_FILE = "provider.json"
+ENGINE_TTL_MARGIN = 30
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,17 @@ def up(
     ttl_seconds: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> DockerEnvUp:
-    """Start (or reuse) our dockerd, load the images CAPD needs, then the plane wired to it."""
+    """Start (or reuse) our dockerd, load the images CAPD needs, then the plane wired to it.
+
+    With ``ttl_seconds`` both stop by themselves: the plane after the TTL, dockerd (its
+    containers removed) ``ENGINE_TTL_MARGIN`` seconds later, once CAPD is gone and can no longer
+    create a machine while the engine is emptied.
+    """
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
     engine = DockerEngine(docker_state_dir)
-    st = engine.up(progress=progress)
+    engine_ttl = ttl_seconds + ENGINE_TTL_MARGIN if ttl_seconds else None
+    st = engine.up(ttl_seconds=engine_ttl, progress=progress)
     plane.state_dir.mkdir(parents=True, exist_ok=True)
     _provider_file(plane).write_text(
         json.dumps({"provider": "docker", "dockerStateDir": str(engine.state_dir)}) + "\n"
