@@ -31,6 +31,11 @@ NETWORK_SUBNET = "172.30.0.0/16"
 NETWORK_GATEWAY = "172.30.0.1"
 PROVIDER_FILE = "provider.json"
 ENGINE_TTL_MARGIN = 30
+# fs.inotify.max_user_instances below which CAPD docker clusters run out of inotify instances
+# (kind's documented "too many open files"): the limit counts uid 0 across the host and every
+# node container, and at 128 this machine held two clusters (docs/kind.md, "How many clusters").
+INOTIFY_INSTANCES_ADVISED = 512
+INOTIFY_LIMIT_FILE = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,31 @@ def node_archives(kind_set: Path, versions: list[str] | None) -> list[Path]:
             raise PlaneError(f"{kind_set} has no {', '.join(sorted(missing))}")
         archives = [a for a in archives if a.name in wanted]
     return archives
+
+
+def inotify_warning(limit: int | None) -> str | None:
+    """Pure: the warning for a low inotify instance limit, or None.
+
+    Why warn rather than raise it: the sysctl is host-wide and belongs to the host's owner; a
+    node container that hits it exits at boot (systemd: "Failed to create control group inotify
+    object") and CAPD only shows the Machine stuck in Provisioning, so the cause must be said up
+    front, where the user can still act on it.
+    """
+    if limit is None or limit >= INOTIFY_INSTANCES_ADVISED:
+        return None
+    return (
+        f"warning: fs.inotify.max_user_instances is {limit}; node containers share it with every "
+        "root process on this host, and at 128 only about 2 CAPD docker clusters boot (systemd "
+        "in a new node exits with 'Too many open files'). Raise it with "
+        f"`sysctl fs.inotify.max_user_instances={INOTIFY_INSTANCES_ADVISED}` (host-wide)."
+    )
+
+
+def _inotify_limit() -> int | None:
+    try:
+        return int(INOTIFY_LIMIT_FILE.read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _provider_file(plane: LocalPlane) -> Path:
@@ -87,6 +117,9 @@ def up(
     create a machine while the engine is emptied.
     """
     seconds: dict[str, float] = {}
+    warning = inotify_warning(_inotify_limit())
+    if warning:
+        progress(warning)
     t0 = time.monotonic()
     engine = DockerEngine(docker_state_dir)
     engine_ttl = ttl_seconds + ENGINE_TTL_MARGIN if ttl_seconds else None
