@@ -6,7 +6,7 @@ plane's fixed ports). They are collected only with ``CALIBRATOR_DOCKER_TESTS=1``
 not set it, so CI neither runs nor skips them (no silent skip: without the variable they are
 not collected at all, and with it they fail loudly when the engine or the images are missing)::
 
-    unshare -n /tmp/netns-run.sh "$PWD" env CALIBRATOR_DOCKER_TESTS=1 \\
+    unshare -n tools/netns-run.sh "$PWD" env CALIBRATOR_DOCKER_TESTS=1 \\
         python3 -m pytest tests/docker -p no:randomly
 """
 
