@@ -82,7 +82,10 @@ def renderable(doc: dict[str, Any]) -> Table:
         caption.append(
             f"{total} clusters: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         )
-    caption.append(f"replicas moved by placement: {doc.get('replicas_moved') or 0}")
+    caption.append(
+        f"replicas moved by placement: {doc.get('replicas_moved') or 0}"
+        f" (forced: {doc.get('replicas_forced') or 0})"
+    )
     table.caption = "\n".join(c for c in caption if c) or None
     for c in doc.get("clusters", []):
         table.add_row(
@@ -98,12 +101,19 @@ def renderable(doc: dict[str, Any]) -> Table:
 
 
 def moved_cell(cluster: dict[str, Any]) -> str:
-    """Replicas the cluster's placements moved, then per step: ``5 (steps 0/3/2)``."""
+    """Replicas the cluster's placements moved, per step, and how many were forced.
+
+    ``5 (steps 0/3/2, forced 2)``: "forced" is the part the placements had to remove from
+    clusters their decisions reject, so an operator can tell churn the upgrade caused (moved
+    well above forced) from moves it could not avoid.
+    """
     total = int(cluster.get("replicas_moved") or 0)
+    forced = int(cluster.get("replicas_forced") or 0)
     steps = [int(s.get("replicas_moved") or 0) for s in cluster.get("steps") or ()]
-    if not steps:
-        return str(total)
-    return f"{total} (steps {'/'.join(map(str, steps))})"
+    parts = [f"steps {'/'.join(map(str, steps))}"] if steps else []
+    if forced:
+        parts.append(f"forced {forced}")
+    return f"{total} ({', '.join(parts)})" if parts else str(total)
 
 
 # States whose message is the reason an operator must read (a failed step, why a cluster was

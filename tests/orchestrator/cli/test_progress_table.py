@@ -90,4 +90,22 @@ def test_replicas_moved_per_cluster_step_and_run() -> None:
     assert moved_cell({"name": "b"}) == "0"
     con = Console(width=400, record=True)
     con.print(renderable(doc))
-    assert "replicas moved by placement: 7" in con.export_text()
+    assert "replicas moved by placement: 7 (forced: 0)" in con.export_text()
+
+
+def test_moved_cell_and_caption_show_the_forced_replicas() -> None:
+    assert moved_cell({"replicas_moved": 4, "replicas_forced": 3}) == "4 (forced 3)"
+    steps = [{"replicas_moved": 1}, {"replicas_moved": 3}]
+    cell = moved_cell({"replicas_moved": 4, "replicas_forced": 3, "steps": steps})
+    assert cell == "4 (steps 1/3, forced 3)"
+    doc = {
+        "calibration_id": "c",
+        "target": "v1.35.0",
+        "phase": "Completed",
+        "clusters": [],
+        "replicas_moved": 9,
+        "replicas_forced": 2,
+    }
+    con = Console(width=400, record=True)
+    con.print(renderable(doc))
+    assert "replicas moved by placement: 9 (forced: 2)" in con.export_text()
