@@ -22,7 +22,7 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
-from orchestrator.kube.backend import blobs, placement
+from orchestrator.kube.backend import access, blobs, placement
 from orchestrator.kube.backend.port import (
     BackendError,
     ClusterRef,
@@ -723,11 +723,11 @@ def test_a_malformed_cluster_is_left_out_of_the_inventory_with_its_reason() -> N
 def test_short_calls_do_not_queue_behind_fleet_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 9 (100 clusters, 1,000 FleetWorkloads): twenty re-placements' LISTs of the fleet
     held every thread of the event loop's default pool, and each activity's observe and patches
-    waited behind them. The backend's calls run on its own pool: with the default pool cut to
-    one thread and three fleet reads stuck in their LIST of FleetWorkloads, observe still
-    answers."""
+    waited behind them. The backend's calls run on its own pools: with the default pool cut to
+    one thread and the fleet reads stuck in their LIST of FleetWorkloads, observe still
+    answers; at most ``FLEET_READERS`` fleet reads run at once, the others wait their turn."""
+    monkeypatch.setattr(access, "FLEET_READERS", 2)
     dyn = _fleet(topology=True)
-    stuck = 3
     arrived = threading.Semaphore(0)
     release = threading.Event()
     list_page = fake_dyn.Resource.get
@@ -745,13 +745,14 @@ def test_short_calls_do_not_queue_behind_fleet_reads(monkeypatch: pytest.MonkeyP
     async def run() -> None:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(1))
-        reads = [asyncio.ensure_future(backend.inventory()) for _ in range(stuck)]
+        reads = [asyncio.ensure_future(backend.inventory()) for _ in range(3)]
         try:
-            for _ in range(stuck):  # every read holds a thread, inside its LIST
+            for _ in range(2):  # two reads hold their threads, inside their LIST
                 assert await loop.run_in_executor(waiter, arrived.acquire, True, 60)
             obs = await asyncio.wait_for(backend.observe(REF), 60)
             assert str(obs.control_plane.version) == "v1.33.0"
             assert not any(r.done() for r in reads)
+            assert not arrived.acquire(blocking=False)  # the third waits for a fleet reader
         finally:
             release.set()
         invs = await asyncio.gather(*reads)

@@ -52,6 +52,9 @@ REASON_LIMIT = 300
 # (issue 9) twenty re-placements' fleet LISTs held all 6, and every other activity's short calls
 # (observe, patches, taints) queued behind them for tens of seconds.
 CALL_THREADS = 100
+# Fleet-wide reads (the inventory, the placement writer's LISTs) at once: each holds the whole
+# fleet in memory, so they keep a pool of their own, as many as the default pool gave them there.
+FLEET_READERS = 6
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -131,6 +134,7 @@ class KubeAccess:
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
         self._threads = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="kube-call")
+        self._fleet_reads = ThreadPoolExecutor(FLEET_READERS, thread_name_prefix="fleet-read")
 
     def retried(self, method: str, url: str, why: str, delay: float) -> None:
         """Called before a request is tried again (``client.harden``); a no-op here.
@@ -293,6 +297,8 @@ class KubeAccess:
 
         The thread comes from ``executor``, or the backend's own pool (``CALL_THREADS``, shared
         by every activity of the worker; not the loop's default pool, too small for them).
+        Fleet-wide reads pass ``self._fleet_reads``: they wait for each other, never the short
+        calls for them.
 
         When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
         before its next request (``client.run_cancellable``), so it outlives the activity by at
