@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -46,6 +46,15 @@ MERGE_PATCH = "application/merge-patch+json"
 CONFLICT_RETRIES = 5
 FORBIDDEN = 403
 REASON_LIMIT = 300
+# Threads for the backend's calls: one per activity the worker may run at once (Temporal's
+# default: 100 activity slots), started only when needed. The event loop's default pool has
+# min(32, CPUs + 4), 6 on 2 cores: in the 100-cluster benchmark with 1,000 FleetWorkloads
+# (issue 9) twenty re-placements' fleet LISTs held all 6, and every other activity's short calls
+# (observe, patches, taints) queued behind them for tens of seconds.
+CALL_THREADS = 100
+# Fleet-wide reads (the inventory, the placement writer's LISTs) at once: each holds the whole
+# fleet in memory, so they keep a pool of their own, as many as the default pool gave them there.
+FLEET_READERS = 6
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -124,6 +133,8 @@ class KubeAccess:
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
+        self._threads = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="kube-call")
+        self._fleet_reads = ThreadPoolExecutor(FLEET_READERS, thread_name_prefix="fleet-read")
 
     def retried(self, method: str, url: str, why: str, delay: float) -> None:
         """Called before a request is tried again (``client.harden``); a no-op here.
@@ -284,8 +295,10 @@ class KubeAccess:
     ) -> T:
         """Run blocking client calls in a thread (with the caller's context, so spans nest).
 
-        The thread comes from ``executor``, or the event loop's default one (shared by every
-        activity of the worker).
+        The thread comes from ``executor``, or the backend's own pool (``CALL_THREADS``, shared
+        by every activity of the worker; not the loop's default pool, too small for them).
+        Fleet-wide reads pass ``self._fleet_reads``: they wait for each other, never the short
+        calls for them.
 
         When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
         before its next request (``client.run_cancellable``), so it outlives the activity by at
@@ -313,7 +326,9 @@ class KubeAccess:
 
         try:
             context = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(executor, context.run, run)
+            return await asyncio.get_running_loop().run_in_executor(
+                executor or self._threads, context.run, run
+            )
         finally:
             cancel.set()  # a no-op once the thread is done
 

@@ -49,4 +49,6 @@ class FleetInventory(KubeAccess):
         """The fleet from LIST calls (see the module docstring)."""
         names = tuple(clusters)
         attributes = {"calibrator.clusters": len(names)} if names else {}
-        return await self._call("inventory", attributes, lambda: self._inventory(names))
+        return await self._call(
+            "inventory", attributes, lambda: self._inventory(names), self._fleet_reads
+        )

@@ -49,9 +49,10 @@ class PlacementWrites(KubeAccess):
     ) -> PlacementWrite:
         """Write each changed decision, conditionally on the FleetWorkload as read (see above).
 
-        The two LISTs first, then up to ``PLACEMENT_WRITERS`` decisions at a time, on threads of
-        this call's own (not the loop's default pool, which every activity of the worker
-        shares); each decision is a ``_call`` (cancelled with the activity, a span of its own).
+        The two LISTs first (a fleet-wide read, ``access.FLEET_READERS``), then up to
+        ``PLACEMENT_WRITERS`` decisions at a time, on threads of this call's own (not the
+        backend's pool, which every activity of the worker shares); each decision is a
+        ``_call`` (cancelled with the activity, a span of its own).
         A first placement writes three objects per workload: one after the other, 1,000
         workloads outlasted a 60-s activity on a loaded plane (issue 9). Decisions are one per
         workload, so concurrent writes never touch the same objects and each keeps its
@@ -70,7 +71,7 @@ class PlacementWrites(KubeAccess):
         ]
         attributes = {"calibrator.decisions": len(todo)}
         writer = await self._call(
-            "write_placement", attributes, lambda: self._placement_writer(todo)
+            "write_placement", attributes, lambda: self._placement_writer(todo), self._fleet_reads
         )
         statuses = [fleetapi.UNCHANGED] * len(todo)
         pending = iter(range(len(todo)))  # shared by the writers: each index is taken once

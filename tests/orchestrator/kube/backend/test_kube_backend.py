@@ -14,6 +14,7 @@ import json
 import os
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube import capi, workload
-from orchestrator.kube.backend import blobs, placement
+from orchestrator.kube.backend import access, blobs, placement
 from orchestrator.kube.backend.port import (
     BackendError,
     ClusterRef,
@@ -717,3 +718,48 @@ def test_a_malformed_cluster_is_left_out_of_the_inventory_with_its_reason() -> N
     inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.clusters == ()
     assert "invalid Kubernetes version 'v1.33.banana'" in inv.skipped["c1"]
+
+
+def test_short_calls_do_not_queue_behind_fleet_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 9 (100 clusters, 1,000 FleetWorkloads): twenty re-placements' LISTs of the fleet
+    held every thread of the event loop's default pool, and each activity's observe and patches
+    waited behind them. The backend's calls run on its own pools: with the default pool cut to
+    one thread and the fleet reads stuck in their LIST of FleetWorkloads, observe still
+    answers; at most ``FLEET_READERS`` fleet reads run at once, the others wait their turn."""
+    monkeypatch.setattr(access, "FLEET_READERS", 2)
+    dyn = _fleet(topology=True)
+    arrived = threading.Semaphore(0)
+    release = threading.Event()
+    list_page = fake_dyn.Resource.get
+
+    def get(self: fake_dyn.Resource, name: str | None = None, **kw: Any) -> Any:
+        if self.kind == "FleetWorkload" and name is None:
+            arrived.release()
+            assert release.wait(60), "never released"
+        return list_page(self, name, **kw)
+
+    monkeypatch.setattr(fake_dyn.Resource, "get", get)
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    waiter = ThreadPoolExecutor(1)  # the test's own thread, to wait for the readers
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        reads = [asyncio.ensure_future(backend.inventory()) for _ in range(3)]
+        try:
+            for _ in range(2):  # two reads hold their threads, inside their LIST
+                assert await loop.run_in_executor(waiter, arrived.acquire, True, 60)
+            obs = await asyncio.wait_for(backend.observe(REF), 60)
+            assert str(obs.control_plane.version) == "v1.33.0"
+            assert not any(r.done() for r in reads)
+            assert not arrived.acquire(blocking=False)  # the third waits for a fleet reader
+        finally:
+            release.set()
+        invs = await asyncio.gather(*reads)
+        assert all([w.key for w in inv.snapshot.workloads] == [f"{NS}/web"] for inv in invs)
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()
+        waiter.shutdown()
