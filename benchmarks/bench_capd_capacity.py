@@ -27,11 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_capd_docker import CNI_LABEL, NS, cni_objects, observe
+from benchmarks.bench_capd_docker import CNI_LABEL, NS, observe, prepare
 from orchestrator.kube import capi
-from orchestrator.kube.client import api_client, apply_all, dynamic
-from orchestrator.kube.templates import cluster_class_objects, cluster_objects
-from orchestrator.localplane import dockerenv
+from orchestrator.kube.client import apply_all
+from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.dockerd import DockerEngine, api
 from orchestrator.localplane.plane import LocalPlane
 
@@ -121,13 +120,7 @@ def evidence(dyn: Any, engine: DockerEngine, name: str) -> dict[str, Any]:
 def run(
     plane: LocalPlane, steps: list[int], step_timeout: float, deadline: float | None, version: str
 ) -> dict[str, Any]:
-    engine = dockerenv.recorded_engine(plane)
-    if engine is None:
-        raise RuntimeError("no Docker provider recorded: run calibrator env up --provider docker")
-    mgmt = api_client(plane.kubeconfig)
-    dyn = dynamic(mgmt)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-    apply_all(dyn, [namespace, *cluster_class_objects(NS, backend="docker"), *cni_objects(NS)])
+    engine, mgmt, dyn = prepare(plane)
     doc: dict[str, Any] = {"version": version, "steps": [], "idle": host()}
     total = 0
     for count in steps:

@@ -29,7 +29,7 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import api
+from orchestrator.localplane.dockerd import DockerEngine, api
 from orchestrator.localplane.plane import REPO_ROOT, LocalPlane
 from tests.integration.helpers import fully_at_version, machines, patch, wait_for
 
@@ -119,8 +119,9 @@ def observe(dyn: Any, mgmt: Any, sock: Path, cluster: str) -> dict[str, bool]:
     return seen
 
 
-def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) -> dict[str, Any]:
-    """Create the cluster and poll until every milestone holds or ``timeout``; the summary."""
+def prepare(plane: LocalPlane) -> tuple[DockerEngine, Any, Any]:
+    """The plane's Docker engine and clients, with the namespace, docker ClusterClass and CNI
+    applied (idempotent), which every docker cluster of a benchmark needs first."""
     engine = dockerenv.recorded_engine(plane)
     if engine is None:
         raise RuntimeError("no Docker provider recorded: run calibrator env up --provider docker")
@@ -128,6 +129,12 @@ def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) 
     dyn = dynamic(mgmt)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     apply_all(dyn, [namespace, *cluster_class_objects(NS, backend="docker"), *cni_objects(NS)])
+    return engine, mgmt, dyn
+
+
+def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) -> dict[str, Any]:
+    """Create the cluster and poll until every milestone holds or ``timeout``; the summary."""
+    engine, mgmt, dyn = prepare(plane)
     began = time.monotonic()
     apply_all(dyn, cluster_objects(name, NS, version, backend="docker", labels=CNI_LABEL))
     times: dict[str, float] = {}
