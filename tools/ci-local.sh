@@ -56,6 +56,8 @@ set -e
 secs=$(($(date +%s) - start))
 # The random-order seed (pytest-randomly's header line), so a failing order can be replayed.
 grep -m1 -- "--randomly-seed" "$log" || echo "ci-local: no random-order seed in the log"
+# When each phase of .ci/run began (its "== ... [t+N s]" lines), for the cold and cached figures.
+grep -E '^== .*\[t\+[0-9]+ s\]$' "$log" | sed 's/^/ci-local: /' || true
 tail -n 5 "$log"
 if ((rc == 0)); then
   $keep || { chmod -R u+w "$tmp"; rm -rf "$tmp"; }

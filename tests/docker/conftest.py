@@ -1,10 +1,12 @@
-"""Tests on a real Docker engine (CAPD's docker backend): opt-in only, never part of .ci/run.
+"""Tests on a real Docker engine (CAPD's docker backend), collected only when asked for.
 
-They start our dockerd, the local plane wired to it and real kind-node containers, which takes
-minutes and must run in a network namespace of its own (dockerd's bridges and iptables, the
-plane's fixed ports). They are collected only with ``CALIBRATOR_DOCKER_TESTS=1``; .ci/run does
-not set it, so CI neither runs nor skips them (no silent skip: without the variable they are
-not collected at all, and with it they fail loudly when the engine or the images are missing)::
+They start our dockerd (or reuse the one ``CALIBRATOR_DOCKER_DIR`` names), the local plane wired
+to it and real kind-node containers, which takes minutes, and the plane's fixed ports allow no
+other plane beside it. So the main suite (``python3 -m pytest``) does not collect them;
+``.ci/run`` runs ``test_calibration_docker.py`` after it, with ``CALIBRATOR_DOCKER_TESTS=1``, on
+its own engine. Collected, they fail (never skip) when the engine or an image is missing; without
+the variable they are not collected at all, so nothing skips silently. By hand, beside another
+plane, in a network namespace of its own::
 
     unshare -n tools/netns-run.sh "$PWD" env CALIBRATOR_DOCKER_TESTS=1 \\
         python3 -m pytest tests/docker -p no:randomly
