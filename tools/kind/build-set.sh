@@ -345,7 +345,9 @@ kind_write_manifest() {
 kind_cleanup() {
   local c
   for c in "${KIND_BUILD_CONTAINERS[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
-  [[ -n ${KIND_OUT:-} ]] && rm -rf "$KIND_OUT"
+  # An if, not `[[ ]] && ...`: the EXIT trap's status becomes the script's, and a published build
+  # has KIND_OUT empty (a false `[[ ]]` made every successful build exit 1).
+  if [[ -n ${KIND_OUT:-} ]]; then rm -rf "$KIND_OUT"; fi
 }
 
 kind_set_main() {
