@@ -62,7 +62,7 @@ KIND_CRICTL_VERSION=v1.34.0        # sigs.k8s.io/cri-tools (v1.35.0 is not serve
 KIND_KUBE_ROUTER_VERSION=v2.1.0    # the pod network (newest kube-router/v2 served here)
 KIND_DEBIAN_SUITE=bookworm
 KIND_DEBIAN_MIRROR=${KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-KIND_RECIPE_REVISION=3  # 3: etcd and CoreDNS per Kubernetes minor
+KIND_RECIPE_REVISION=4  # 3: etcd and CoreDNS per Kubernetes minor; 4: CoreDNS with a plugin subset
 # The haproxy set (tools/kind/haproxy-set.sh): CAPD's load-balancer image, Debian's haproxy on
 # KIND_DEBIAN_SUITE. CAPD names the image <imageRepository>/haproxy:<imageTag>; the docker
 # ClusterClass (capi-templates/docker) sets repository and tag to these.

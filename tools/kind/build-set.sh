@@ -49,12 +49,13 @@ kind_cache_key() {
     printf 'kubeRouter=%s\ndebian=%s\npackages=%s\nrecipe=%s\ngo=%s\nplatform=%s\ncgo=%s\n' \
       "$KIND_KUBE_ROUTER_VERSION" "$KIND_DEBIAN_SUITE" "$KIND_PACKAGES" "$KIND_RECIPE_REVISION" \
       "$GO_VERSION" "$GO_PLATFORM" "$CGO_ENABLED"
+    # Each wrapper module's go.mod, go.sum and Go files (tools.go, or the CoreDNS modules' main.go).
     local m f
     for m in "${KIND_MODULES[@]}"; do
-      for f in go.mod go.sum tools.go; do
-        printf '== %s/%s\n' "$m" "$f"
+      while IFS= read -r -d '' f; do
+        printf '== %s/%s\n' "$m" "${f#./}"
         cat "$TOOLS_DIR/$m/$f"
-      done
+      done < <(cd "$TOOLS_DIR/$m" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 | LC_ALL=C sort -z)
     done
     # The files copied into the base image define it as much as the pins do.
     (cd "$KIND_ROOTFS" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
@@ -108,8 +109,11 @@ kind_build_binaries() {
     kind_build "etcd-$v" "kind/etcd-v$v" go.etcd.io/etcd/server/v3 \
       "-X go.etcd.io/etcd/api/v3/version.GitSHA=module-v$v"
   done
+  # CoreDNS: the wrapper module's own main package, upstream's start-up with a subset of the
+  # plugins (see tools/kind/coredns-<VERSION>/main.go); GitCommit is what upstream's Makefile stamps.
   for v in "${KIND_COREDNS_VERSIONS[@]}"; do
-    kind_build "coredns-$v" "kind/coredns-$v" github.com/coredns/coredns ""
+    kind_build "coredns-$v" "kind/coredns-$v" "fleet-calibrator/tools/kind/coredns-$v" \
+      "-X github.com/coredns/coredns/coremain.GitCommit=module-$v"
   done
   kind_build crictl kind/nodetools sigs.k8s.io/cri-tools/cmd/crictl \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$KIND_CRICTL_VERSION"
@@ -341,7 +345,9 @@ kind_write_manifest() {
 kind_cleanup() {
   local c
   for c in "${KIND_BUILD_CONTAINERS[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
-  [[ -n ${KIND_OUT:-} ]] && rm -rf "$KIND_OUT"
+  # An if, not `[[ ]] && ...`: the EXIT trap's status becomes the script's, and a published build
+  # has KIND_OUT empty (a false `[[ ]]` made every successful build exit 1).
+  if [[ -n ${KIND_OUT:-} ]]; then rm -rf "$KIND_OUT"; fi
 }
 
 kind_set_main() {
