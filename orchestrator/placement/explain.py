@@ -458,7 +458,12 @@ class Explainer:
             named = 0
             for i in entry.named:
                 named |= 1 << i
-            if table.per_cluster:
+            if entry.shared >= 0:
+                # One answer for every cluster not named (``only_named``: a pinned list): ask
+                # its cluster once, not once per class (~800 such entries x 25 classes).
+                unnamed = rejected & ~named
+                groups = [(unnamed, entry.shared)] if unnamed else []
+            elif table.per_cluster:
                 groups = [(1 << i, i) for i in bits(rejected & ~named)]
             else:
                 groups = []
