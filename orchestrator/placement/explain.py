@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
-from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel, ScoreKernel
+from orchestrator.placement.fastpath import (
+    CapacityNeeds,
+    FilterKernel,
+    Kernel,
+    ScoreKernel,
+    SummarizedReasons,
+)
 from orchestrator.placement.framework import (
     FilterPlugin,
     FilterResult,
@@ -463,6 +469,17 @@ class Explainer:
                 # its cluster once, not once per class (~800 such entries x 25 classes).
                 unnamed = rejected & ~named
                 groups = [(unnamed, entry.shared)] if unnamed else []
+            elif table.per_cluster and isinstance(table.plugin, SummarizedReasons):
+                # Per cluster (a measured RTT): the summarised reasons come without the text.
+                indices = bits(rejected & ~named)
+                clusters = table.clusters
+                answers = table.plugin.summarized_reasons(
+                    table.ctx, view, [clusters[i] for i in indices]
+                )
+                for i, reasons in zip(indices, answers, strict=True):
+                    for key in reasons:
+                        out[key] = out.get(key, 0) | 1 << i
+                groups = []
             elif table.per_cluster:
                 groups = [(1 << i, i) for i in bits(rejected & ~named)]
             else:
