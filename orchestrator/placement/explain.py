@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -299,10 +300,13 @@ class Explainer:
         ctx = self.scheduler.ctx
         if self._replay is None:
             start_cpu, start_mem = list(ctx.free_cpu), list(ctx.free_mem)
-            for done, i, cpu, mem in ctx.consumption():
-                start_cpu[i] += cpu
-                start_mem[i] += mem
-                self._events.setdefault(done, []).append((i, cpu, mem))
+            events = self._events
+            for i, (dones, cpus, mems) in enumerate(ctx.ledgers()):
+                if dones:
+                    start_cpu[i] += sum(cpus)
+                    start_mem[i] += sum(mems)
+                    for done, cpu, mem in zip(dones, cpus, mems, strict=True):
+                        events.setdefault(done, []).append((i, cpu, mem))
             self._start = (start_cpu, start_mem)
             self._replay = replay = copy.copy(ctx)
             replay.seq = None
@@ -375,19 +379,15 @@ class Explainer:
         """
         if self._ledgers is None:
             ctx = self.scheduler.ctx
-            ledgers: list[list[tuple[int, int, int]]] = [[] for _ in ctx.clusters]
-            for done, i, cpu, mem in ctx.consumption():
-                ledgers[i].append((done, cpu, mem))
+            ledgers = ctx.ledgers()
             self._ledgers = []
             for resource, end in enumerate((ctx.free_cpu, ctx.free_mem)):
                 per_cluster = []
-                for i, ledger in enumerate(ledgers):
-                    free = end[i] + sum(entry[1 + resource] for entry in ledger)
-                    minus_free = [-free]
-                    for entry in ledger:
-                        free -= entry[1 + resource]
-                        minus_free.append(-free)
-                    per_cluster.append(([entry[0] for entry in ledger], minus_free))
+                for i, (dones, *amounts) in enumerate(ledgers):
+                    used = amounts[resource]
+                    # minus the free capacity before the run, then after each consumption
+                    minus_free = list(itertools.accumulate(used, initial=-(end[i] + sum(used))))
+                    per_cluster.append((dones, minus_free))
                 self._ledgers.append(per_cluster)
         return self._ledgers
 

@@ -170,6 +170,14 @@ def test_ledger_gives_the_free_capacity_each_workload_saw(fleet: FleetSnapshot) 
     for seq, expected in enumerate(seen):
         then = ctx.at(seq)
         assert [_free(then, c) for c in ctx.clusters] == expected
+    # The same ledger per cluster, as three lists (what the summaries' replay reads).
+    ledgers = ctx.ledgers()
+    assert len(ledgers) == len(ctx.clusters)
+    assert [
+        (seq, i, cpu, mem)
+        for i, (seqs, cpus, mems) in enumerate(ledgers)
+        for seq, cpu, mem in zip(seqs, cpus, mems, strict=True)
+    ] == list(ctx.consumption())
 
 
 def _free(ctx: PlacementContext, cluster: Cluster) -> tuple[int, int] | None:
