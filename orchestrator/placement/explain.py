@@ -100,8 +100,12 @@ def explain(
     chosen_names = {c.name for c in chosen}
     # Cache entries per attempt, looked up once rather than once per cluster (every view
     # explained was placed, so its profile holds them: found by identity, not by hashing).
-    terms = [s.explainer.term_entries(a.view, a.profile) for a in attempts]
-    plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
+    # Each with its plugin's ``cut``, looked up once per call too.
+    terms = [
+        [(t, e, cut(t.plugin)) for t, e in s.explainer.term_entries(a.view, a.profile)]
+        for a in attempts
+    ]
+    plain: dict[int, list[tuple[FilterTable, Entry[FilterResult], Callable[[str], str]]]] = {}
     out: dict[str, tuple[str, ...]] = {}
     clusters = s.ctx.clusters
     for i in range(len(clusters)) if only is None else only:
@@ -116,8 +120,8 @@ def explain(
         governing = -1
         for k, attempt in enumerate(attempts):
             term_reasons = [
-                cut(t.plugin)(r)
-                for t, e in terms[k]
+                short_form(r)
+                for t, e, short_form in terms[k]
                 for r in t.result(e, attempt.view, i, is_current).reasons
             ]
             if not term_reasons:
@@ -129,9 +133,11 @@ def explain(
         view = attempt.view
         tables = plain.get(governing)
         if tables is None:
-            tables = plain[governing] = s.explainer.plain_entries(view, attempt.profile)
-        for t, e in tables:
-            reasons.extend(map(cut(t.plugin), t.result(e, view, i, is_current).reasons))
+            tables = plain[governing] = [
+                (t, e, cut(t.plugin)) for t, e in s.explainer.plain_entries(view, attempt.profile)
+            ]
+        for t, e, short_form in tables:
+            reasons.extend(map(short_form, t.result(e, view, i, is_current).reasons))
         if governing >= 0 and not reasons:
             for plugin in s.dynamic_filters:
                 reasons.extend(map(cut(plugin), plugin.filter(ctx_then, view, cluster).reasons))
