@@ -291,6 +291,10 @@ class PlacementContext:
                 if over == [0, 0]:
                     del self.deficit[i]
 
+    def ledgers(self) -> list[tuple[list[int], list[int], list[int]]]:
+        """Per cluster, its consumptions so far as three lists: (seqs, cpus, memories)."""
+        return [(ledger[0::3], ledger[1::3], ledger[2::3]) for ledger in self._consumed]
+
     def consumption(self) -> Iterator[tuple[int, int, int, int]]:
         """Every consumption of the run so far as (seq, cluster index, cpu, memory)."""
         for i, ledger in enumerate(self._consumed):

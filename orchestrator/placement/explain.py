@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,7 +34,13 @@ from typing import TYPE_CHECKING
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
-from orchestrator.placement.fastpath import CapacityNeeds, FilterKernel, Kernel, ScoreKernel
+from orchestrator.placement.fastpath import (
+    CapacityNeeds,
+    FilterKernel,
+    Kernel,
+    ScoreKernel,
+    SummarizedReasons,
+)
 from orchestrator.placement.framework import (
     FilterPlugin,
     FilterResult,
@@ -93,8 +100,12 @@ def explain(
     chosen_names = {c.name for c in chosen}
     # Cache entries per attempt, looked up once rather than once per cluster (every view
     # explained was placed, so its profile holds them: found by identity, not by hashing).
-    terms = [s.explainer.term_entries(a.view, a.profile) for a in attempts]
-    plain: dict[int, list[tuple[FilterTable, Entry[FilterResult]]]] = {}
+    # Each with its plugin's ``cut``, looked up once per call too.
+    terms = [
+        [(t, e, cut(t.plugin)) for t, e in s.explainer.term_entries(a.view, a.profile)]
+        for a in attempts
+    ]
+    plain: dict[int, list[tuple[FilterTable, Entry[FilterResult], Callable[[str], str]]]] = {}
     out: dict[str, tuple[str, ...]] = {}
     clusters = s.ctx.clusters
     for i in range(len(clusters)) if only is None else only:
@@ -109,8 +120,8 @@ def explain(
         governing = -1
         for k, attempt in enumerate(attempts):
             term_reasons = [
-                cut(t.plugin)(r)
-                for t, e in terms[k]
+                short_form(r)
+                for t, e, short_form in terms[k]
                 for r in t.result(e, attempt.view, i, is_current).reasons
             ]
             if not term_reasons:
@@ -122,9 +133,11 @@ def explain(
         view = attempt.view
         tables = plain.get(governing)
         if tables is None:
-            tables = plain[governing] = s.explainer.plain_entries(view, attempt.profile)
-        for t, e in tables:
-            reasons.extend(map(cut(t.plugin), t.result(e, view, i, is_current).reasons))
+            tables = plain[governing] = [
+                (t, e, cut(t.plugin)) for t, e in s.explainer.plain_entries(view, attempt.profile)
+            ]
+        for t, e, short_form in tables:
+            reasons.extend(map(short_form, t.result(e, view, i, is_current).reasons))
         if governing >= 0 and not reasons:
             for plugin in s.dynamic_filters:
                 reasons.extend(map(cut(plugin), plugin.filter(ctx_then, view, cluster).reasons))
@@ -293,10 +306,13 @@ class Explainer:
         ctx = self.scheduler.ctx
         if self._replay is None:
             start_cpu, start_mem = list(ctx.free_cpu), list(ctx.free_mem)
-            for done, i, cpu, mem in ctx.consumption():
-                start_cpu[i] += cpu
-                start_mem[i] += mem
-                self._events.setdefault(done, []).append((i, cpu, mem))
+            events = self._events
+            for i, (dones, cpus, mems) in enumerate(ctx.ledgers()):
+                if dones:
+                    start_cpu[i] += sum(cpus)
+                    start_mem[i] += sum(mems)
+                    for done, cpu, mem in zip(dones, cpus, mems, strict=True):
+                        events.setdefault(done, []).append((i, cpu, mem))
             self._start = (start_cpu, start_mem)
             self._replay = replay = copy.copy(ctx)
             replay.seq = None
@@ -369,19 +385,15 @@ class Explainer:
         """
         if self._ledgers is None:
             ctx = self.scheduler.ctx
-            ledgers: list[list[tuple[int, int, int]]] = [[] for _ in ctx.clusters]
-            for done, i, cpu, mem in ctx.consumption():
-                ledgers[i].append((done, cpu, mem))
+            ledgers = ctx.ledgers()
             self._ledgers = []
             for resource, end in enumerate((ctx.free_cpu, ctx.free_mem)):
                 per_cluster = []
-                for i, ledger in enumerate(ledgers):
-                    free = end[i] + sum(entry[1 + resource] for entry in ledger)
-                    minus_free = [-free]
-                    for entry in ledger:
-                        free -= entry[1 + resource]
-                        minus_free.append(-free)
-                    per_cluster.append(([entry[0] for entry in ledger], minus_free))
+                for i, (dones, *amounts) in enumerate(ledgers):
+                    used = amounts[resource]
+                    # minus the free capacity before the run, then after each consumption
+                    minus_free = list(itertools.accumulate(used, initial=-(end[i] + sum(used))))
+                    per_cluster.append((dones, minus_free))
                 self._ledgers.append(per_cluster)
         return self._ledgers
 
@@ -458,7 +470,23 @@ class Explainer:
             named = 0
             for i in entry.named:
                 named |= 1 << i
-            if table.per_cluster:
+            if entry.shared >= 0:
+                # One answer for every cluster not named (``only_named``: a pinned list): ask
+                # its cluster once, not once per class (~800 such entries x 25 classes).
+                unnamed = rejected & ~named
+                groups = [(unnamed, entry.shared)] if unnamed else []
+            elif table.per_cluster and isinstance(table.plugin, SummarizedReasons):
+                # Per cluster (a measured RTT): the summarised reasons come without the text.
+                indices = bits(rejected & ~named)
+                clusters = table.clusters
+                answers = table.plugin.summarized_reasons(
+                    table.ctx, view, [clusters[i] for i in indices]
+                )
+                for i, reasons in zip(indices, answers, strict=True):
+                    for key in reasons:
+                        out[key] = out.get(key, 0) | 1 << i
+                groups = []
+            elif table.per_cluster:
                 groups = [(1 << i, i) for i in bits(rejected & ~named)]
             else:
                 groups = []

@@ -10,7 +10,8 @@ that implements none of it is still placed exactly (only slower):
   many clusters in one call (a list comprehension, not one call per cluster);
 * ``BoundedScore``: an upper bound on a dynamic score, so that picking ``maxClusters`` of hundreds
   of feasible clusters scores a few (the threshold search in ``topk``);
-* ``CapacityNeeds``: what a capacity filter needs, so that summaries re-check few clusters.
+* ``CapacityNeeds``: what a capacity filter needs, so that summaries re-check few clusters;
+* ``SummarizedReasons``: the summarised reasons of many clusters, without per-cluster text.
 
 Each fast path must give exactly the answers of the plain methods;
 ``tests/orchestrator/placement/test_fast_paths.py`` holds every built-in plugin to that.
@@ -171,4 +172,21 @@ class CapacityNeeds(Protocol):
 
     def needs(self, workload: Workload) -> tuple[int, int]:
         """(millicores, bytes) free that make any cluster outside the current placement fit."""
+        ...
+
+
+@runtime_checkable
+class SummarizedReasons(Protocol):
+    """For static filters whose reasons carry per-cluster detail (``framework.ReasonSummary``).
+
+    A summary counts rejected clusters per summarised reason. A filter that answers per cluster
+    (a measured RTT) would otherwise build each rejected cluster's reason text, only for
+    ``summarize`` to cut the detail off again: 26 latency limits x 1,000 clusters in a generated
+    fleet. This gives the summarised reasons directly, a few strings per call.
+    """
+
+    def summarized_reasons(
+        self, ctx: PlacementContext, workload: Workload, clusters: Sequence[Cluster]
+    ) -> list[tuple[str, ...]]:
+        """Per cluster, ``tuple(map(self.summarize, self.filter(ctx, workload, c).reasons))``."""
         ...

@@ -7,6 +7,8 @@ fails the constraint: placing a latency-sensitive workload on a guess is worse t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
@@ -47,6 +49,26 @@ class NetworkLatency:
         if rtt > limit.max_rtt_ms:
             return unfit(f"RTT {rtt:g}ms to {target} exceeds {limit.max_rtt_ms:g}ms")
         return FITS
+
+    def summarized_reasons(
+        self, ctx: PlacementContext, workload: Workload, clusters: Sequence[Cluster]
+    ) -> list[tuple[str, ...]]:
+        """``summarize`` of each cluster's reasons (``fastpath.SummarizedReasons``): two texts."""
+        limit = workload.placement.max_latency
+        if limit is None:
+            return [()] * len(clusters)
+        if limit.to_cluster is not None:
+            to = limit.to_cluster
+            target = f"cluster {to}"
+            rtts = [ctx.rtt(c.name, to) for c in clusters]
+        else:
+            region = limit.to_region or ""
+            target = f"region {region}"
+            rtts = [ctx.rtt_to_region(c, region) for c in clusters]
+        budget = limit.max_rtt_ms
+        unknown = (f"no RTT measured to {target}",)
+        over = (f"RTT to {target} exceeds {budget:g}ms",)
+        return [unknown if rtt is None else over if rtt > budget else () for rtt in rtts]
 
     def summarize(self, reason: str) -> str:
         """``RTT to region eu-west exceeds 50ms``: the measured RTT differs per cluster."""

@@ -86,6 +86,34 @@ def test_summary_with_exclusions_and_another_registry() -> None:
     _check(place(snapshot, registry=registry), len(names), registry)
 
 
+@pytest.mark.parametrize(
+    ("names", "exclude"),
+    [
+        (["a-1"], []),
+        (["a-1", "b-2"], []),
+        (["a-0", "a-1", "a-2", "b-0", "b-1", "b-2"], []),  # every cluster named
+        (["b-0", "b-1"], ["b-0"]),
+    ],
+)
+def test_summary_of_a_pinned_list(names: list[str], exclude: list[str]) -> None:
+    """clusterNames alone: every cluster not named is rejected for one reason, counted once."""
+    clusters = [cluster(f"{z}-{i}", labels={"zone": z}) for z in "ab" for i in range(3)]
+    affinity = {"clusterNames": names, "exclude": exclude}
+    snapshot = fleet_of(
+        clusters,
+        [
+            workload("pinned", clusterAffinity=affinity),
+            workload("current", clusterAffinity=affinity, clusters=["a-2"]),
+        ],
+    )
+    result = place(snapshot)
+    _check(result, len(clusters))
+    summary = result.decision("default/pinned").summary
+    pinned_reason = f"not in clusterNames {','.join(names)}"
+    assert dict(summary.rejected).get(pinned_reason, 0) == len(clusters) - len(names)
+    assert summary.available == len(set(names) - set(exclude))
+
+
 def test_summary_text() -> None:
     snapshot = generate_fleet(60, 400, seed=4)
     for decision in place(snapshot).decisions:

@@ -16,7 +16,8 @@ from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import DEFAULT_REGISTRY, bounds, place, scheduler
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.equivalence import bits, mask_of, selectors
-from orchestrator.placement.fastpath import FitsFilter
+from orchestrator.placement.fastpath import FitsFilter, SummarizedReasons
+from orchestrator.placement.framework import ReasonSummary
 from orchestrator.placement.plugins import ResourceBalance, ResourceFit
 
 
@@ -63,6 +64,21 @@ def test_fits_is_filter_without_reasons(fleet: FleetSnapshot) -> None:
         for cluster in ctx.clusters:
             for plugin in plugins:
                 assert plugin.fits(ctx, view, cluster) == plugin.filter(ctx, view, cluster).fits
+
+
+def test_summarized_reasons_are_the_filters_reasons_summarised(fleet: FleetSnapshot) -> None:
+    ctx = PlacementContext(fleet)
+    plugins = [p for p in DEFAULT_REGISTRY.filters if isinstance(p, SummarizedReasons)]
+    assert {p.name for p in plugins} == {"NetworkLatency"}
+    clusters = list(ctx.clusters)
+    for view in _views(fleet):
+        for plugin in plugins:
+            assert isinstance(plugin, ReasonSummary)
+            expected = [
+                tuple(map(plugin.summarize, plugin.filter(ctx, view, c).reasons)) for c in clusters
+            ]
+            assert plugin.summarized_reasons(ctx, view, clusters) == expected
+            assert plugin.summarized_reasons(ctx, view, clusters[::-3]) == expected[::-3]
 
 
 def _consume_some(ctx: PlacementContext, snapshot: FleetSnapshot) -> None:
@@ -154,6 +170,14 @@ def test_ledger_gives_the_free_capacity_each_workload_saw(fleet: FleetSnapshot) 
     for seq, expected in enumerate(seen):
         then = ctx.at(seq)
         assert [_free(then, c) for c in ctx.clusters] == expected
+    # The same ledger per cluster, as three lists (what the summaries' replay reads).
+    ledgers = ctx.ledgers()
+    assert len(ledgers) == len(ctx.clusters)
+    assert [
+        (seq, i, cpu, mem)
+        for i, (seqs, cpus, mems) in enumerate(ledgers)
+        for seq, cpu, mem in zip(seqs, cpus, mems, strict=True)
+    ] == list(ctx.consumption())
 
 
 def _free(ctx: PlacementContext, cluster: Cluster) -> tuple[int, int] | None:

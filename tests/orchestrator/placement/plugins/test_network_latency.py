@@ -58,3 +58,29 @@ def test_no_constraint_fits_everywhere() -> None:
     snapshot = fleet(CLUSTERS, [workload("w")], NETWORK)
     ctx = PlacementContext(snapshot)
     assert all(PLUGIN.filter(ctx, snapshot.workloads[0], c).fits for c in ctx.clusters)
+
+
+@pytest.mark.parametrize(
+    "max_latency",
+    [
+        None,
+        {"cluster": "us-1", "rttMs": 100},
+        {"cluster": "ap-1", "rttMs": 160},
+        {"cluster": "us-1", "rttMs": 0},
+        {"region": "us", "rttMs": 100},
+        {"region": "eu", "rttMs": 0},
+        {"region": "mars", "rttMs": 200},
+        {"region": "us", "rttMs": 12.5},
+    ],
+)
+def test_summarized_reasons(max_latency: dict[str, Any] | None) -> None:
+    """Each cluster's reasons, summarised: the RTT itself left out, the budget kept."""
+    extra: dict[str, Any] = {} if max_latency is None else {"maxLatency": max_latency}
+    snapshot = fleet(CLUSTERS, [workload("w", **extra)], NETWORK)
+    ctx = PlacementContext(snapshot)
+    view = snapshot.workloads[0]
+    expected = [
+        tuple(map(PLUGIN.summarize, PLUGIN.filter(ctx, view, c).reasons)) for c in ctx.clusters
+    ]
+    assert PLUGIN.summarized_reasons(ctx, view, ctx.clusters) == expected
+    assert PLUGIN.summarized_reasons(ctx, view, []) == []
