@@ -5,8 +5,8 @@
 #
 # Usage:
 #   tools/ci-local.sh            reuse the pinned Go binaries cached under ~/.cache (the usual run)
-#   tools/ci-local.sh --cold     also fresh Go build, module and binary caches (a new machine's cost;
-#                                ~35 min more)
+#   tools/ci-local.sh --cold     also fresh Go build, module and binary caches (a new machine's cost:
+#                                57 min in all, measured in docs/kind.md "In CI")
 #   tools/ci-local.sh --keep     keep the temporary folder (default: removed on success)
 #
 # The last line printed is "ci-local: PASS <seconds> s" or "ci-local: FAIL <seconds> s (exit N)";
