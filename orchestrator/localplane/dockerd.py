@@ -52,6 +52,7 @@ RUNTIME_NAME = "fc-runc"
 # engine on the host. Linux limits interface names to 15 characters.
 BRIDGE = "fc-docker0"
 BRIDGE_CIDR = "172.29.0.1/16"
+PREDEFINED_NETWORKS = ("bridge", "host", "none")  # dockerd's own; it refuses to remove them
 
 
 def default_state_dir() -> Path:
@@ -293,6 +294,7 @@ class DockerEngine:
         code, _ = api(self.socket, "GET", f"/networks/{name}")
         if code == 200:
             return False
+        self._clear_stale_bridges(gateway)
         spec = {
             "Name": name,
             "Driver": "bridge",
@@ -304,6 +306,54 @@ class DockerEngine:
         if code != 201:
             raise PlaneError(f"creating network {name} failed: HTTP {code} {reply}")
         return True
+
+    def _network_ids(self) -> list[str]:
+        code, body = api(self.socket, "GET", "/networks")
+        if code != 200 or not isinstance(body, list):
+            raise PlaneError(f"listing networks failed: HTTP {code} {body}")
+        return [str(n["Id"]) for n in body]
+
+    def _clear_stale_bridges(self, gateway: str) -> None:
+        """Delete the empty bridges an earlier engine left holding ``gateway``; refuse others.
+
+        A dockerd stopped without removing its networks (killed, or an older ``down``) leaves
+        its ``br-<id>`` interface and that interface's route to the subnet. A new engine's
+        network with the same subnet then gets a second route, and the host reaches its
+        containers through the dead bridge: "no route to host" to every CAPD machine.
+        """
+        stale, foreign = classify_gateway_holders(
+            _ipv4_addresses(), gateway, self._network_ids(), _bridge_has_ports
+        )
+        if foreign:
+            raise PlaneError(
+                f"{gateway} is already on {', '.join(foreign)}, which this engine does not own; "
+                "stop what made it (another engine?) before starting this one"
+            )
+        for ifname in stale:
+            done = subprocess.run(
+                ["ip", "link", "del", ifname],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise PlaneError(f"ip link del {ifname} failed: {done.stderr.strip()}")
+
+    def remove_networks(self, timeout: float = 60.0) -> list[str]:
+        """Remove this engine's own networks, so that dockerd deletes their bridges with them."""
+        code, body = api(self.socket, "GET", "/networks", timeout=timeout)
+        if code != 200 or not isinstance(body, list):
+            raise PlaneError(f"listing networks failed: HTTP {code} {body}")
+        removed = []
+        for n in body:
+            if n.get("Name") in PREDEFINED_NETWORKS:
+                continue
+            code, reply = api(self.socket, "DELETE", f"/networks/{n['Id']}", timeout=timeout)
+            if code not in (204, 404):
+                raise PlaneError(f"removing network {n.get('Name')} failed: HTTP {code} {reply}")
+            removed.append(str(n.get("Name")))
+        return removed
 
     def image_id(self, tag: str) -> str | None:
         """The ID of the image ``tag`` in this engine, None when it has none."""
@@ -366,6 +416,9 @@ class DockerEngine:
                 removed = self.remove_containers()
                 if removed:
                     progress(f"removed containers: {', '.join(removed)}")
+                networks = self.remove_networks()
+                if networks:
+                    progress(f"removed networks: {', '.join(networks)}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
@@ -496,6 +549,64 @@ def _ensure_bridge() -> None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
         if done.returncode != 0:
             raise PlaneError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+
+
+def classify_gateway_holders(
+    addresses: list[tuple[str, str]],
+    gateway: str,
+    network_ids: list[str],
+    has_ports: Callable[[str], bool],
+) -> tuple[list[str], list[str]]:
+    """Pure: which interfaces holding ``gateway`` are stale Docker bridges, and which are not.
+
+    ``addresses`` is (interface, IPv4 address) pairs. A bridge ``br-<first 12 of a network
+    id>`` is Docker's; it is stale when no network of this engine has that id and nothing is
+    plugged into it. Anything else holding the address (a live bridge with ports, another
+    engine's, an interface that is not Docker's) is foreign: not ours to delete.
+    """
+    own = {f"br-{nid[:12]}" for nid in network_ids}
+    stale: list[str] = []
+    foreign: list[str] = []
+    for ifname, addr in addresses:
+        if addr != gateway or ifname in own:
+            continue
+        docker_bridge = ifname.startswith("br-") and len(ifname) == 15
+        if docker_bridge and not has_ports(ifname):
+            stale.append(ifname)
+        else:
+            foreign.append(ifname)
+    return stale, foreign
+
+
+def _ipv4_addresses() -> list[tuple[str, str]]:
+    """(interface, address) for every IPv4 address in this network namespace, from ``ip -j``."""
+    done = subprocess.run(
+        ["ip", "-j", "-4", "addr", "show"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise PlaneError(f"ip -j -4 addr show failed: {done.stderr.strip()}")
+    return [
+        (str(link["ifname"]), str(info["local"]))
+        for link in json.loads(done.stdout or "[]")
+        for info in link.get("addr_info", [])
+        if "local" in info
+    ]
+
+
+def _bridge_has_ports(ifname: str) -> bool:
+    """Whether any interface is plugged into the bridge (asked of ``ip``, see _bridge_exists)."""
+    done = subprocess.run(
+        ["ip", "-j", "link", "show", "master", ifname],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode != 0 or bool(json.loads(done.stdout or "[]"))
 
 
 def _remove_bridge() -> None:

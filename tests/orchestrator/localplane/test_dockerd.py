@@ -49,3 +49,48 @@ def test_default_state_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path
 )
 def test_forward_policy_is_read_from_iptables_rules(rules: str, policy: str | None) -> None:
     assert dockerd.parse_forward_policy(rules) == policy
+
+
+OWN_ID = "04f352ba7def" + "a" * 52
+
+
+@pytest.mark.parametrize(
+    ("addresses", "ported", "stale", "foreign"),
+    [
+        pytest.param([], set(), [], [], id="nothing-holds-the-gateway"),
+        pytest.param(
+            [("br-430835409b16", "172.30.0.1"), ("eth0", "192.0.2.2")],
+            set(),
+            ["br-430835409b16"],
+            [],
+            id="an-earlier-engines-empty-bridge-is-stale",
+        ),
+        pytest.param(
+            [("br-04f352ba7def", "172.30.0.1")], set(), [], [], id="this-engines-own-bridge"
+        ),
+        pytest.param(
+            [("br-430835409b16", "172.30.0.1")],
+            {"br-430835409b16"},
+            [],
+            ["br-430835409b16"],
+            id="a-bridge-with-containers-is-not-ours-to-delete",
+        ),
+        pytest.param(
+            [("virbr0", "172.30.0.1"), ("br-1", "172.30.0.1")],
+            set(),
+            [],
+            ["virbr0", "br-1"],
+            id="interfaces-that-are-not-docker-bridges",
+        ),
+        pytest.param(
+            [("br-430835409b16", "172.30.0.9")], set(), [], [], id="another-address-in-the-subnet"
+        ),
+    ],
+)
+def test_classify_gateway_holders(
+    addresses: list[tuple[str, str]], ported: set[str], stale: list[str], foreign: list[str]
+) -> None:
+    got = dockerd.classify_gateway_holders(
+        addresses, "172.30.0.1", [OWN_ID], lambda ifname: ifname in ported
+    )
+    assert got == (stale, foreign)
