@@ -416,9 +416,13 @@ class DockerEngine:
                 removed = self.remove_containers()
                 if removed:
                     progress(f"removed containers: {', '.join(removed)}")
-                networks = self.remove_networks()
-                if networks:
-                    progress(f"removed networks: {', '.join(networks)}")
+                try:  # a bridge left behind is cleared by the next ensure_network: go on
+                    networks = self.remove_networks()
+                except PlaneError as e:
+                    progress(f"warning: {e}")
+                else:
+                    if networks:
+                        progress(f"removed networks: {', '.join(networks)}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
