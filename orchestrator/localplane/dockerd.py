@@ -23,6 +23,8 @@ import contextlib
 import http.client
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -319,7 +321,10 @@ class DockerEngine:
         A dockerd stopped without removing its networks (killed, or an older ``down``) leaves
         its ``br-<id>`` interface and that interface's route to the subnet. A new engine's
         network with the same subnet then gets a second route, and the host reaches its
-        containers through the dead bridge: "no route to host" to every CAPD machine.
+        containers through the dead bridge: "no route to host" to every CAPD machine. It also
+        leaves its iptables rules, among them ``POSTROUTING -s SUBNET ! -o br-<old> -j
+        MASQUERADE``, which masquerades traffic between the new network's own containers: a
+        joining etcd then reaches its peer from the gateway's address and is rejected.
         """
         stale, foreign = classify_gateway_holders(
             _ipv4_addresses(), gateway, self._network_ids(), _bridge_has_ports
@@ -339,6 +344,7 @@ class DockerEngine:
             )
             if done.returncode != 0:
                 raise PlaneError(f"ip link del {ifname} failed: {done.stderr.strip()}")
+        _clear_stale_bridge_rules()
 
     def remove_networks(self, timeout: float = 60.0) -> list[str]:
         """Remove this engine's own networks, so that dockerd deletes their bridges with them."""
@@ -580,6 +586,58 @@ def classify_gateway_holders(
         else:
             foreign.append(ifname)
     return stale, foreign
+
+
+DOCKER_BRIDGE = re.compile(r"\bbr-[0-9a-f]{12}\b")
+RULE_TABLES = ("nat", "filter")
+
+
+def stale_bridge_rules(rules: str, live: set[str]) -> list[list[str]]:
+    """Pure: ``iptables -D`` arguments for each rule of ``rules`` naming a bridge not in ``live``.
+
+    ``rules`` is ``iptables -S`` output; a rule is stale when it names a Docker bridge
+    (``br-<12 hex>``) that no longer exists. Rules naming only live bridges, or none, stay.
+    """
+    out: list[list[str]] = []
+    for line in rules.splitlines():
+        if not line.startswith("-A "):
+            continue
+        names = set(DOCKER_BRIDGE.findall(line))
+        if names and not names <= live:
+            out.append(["-D", *shlex.split(line)[1:]])
+    return out
+
+
+def _clear_stale_bridge_rules() -> None:
+    """Delete the iptables rules of Docker bridges that no longer exist (see ensure_network)."""
+    done = subprocess.run(
+        ["ip", "-j", "link", "show"], capture_output=True, text=True, timeout=30, check=False
+    )
+    if done.returncode != 0:
+        raise PlaneError(f"ip -j link show failed: {done.stderr.strip()}")
+    live = {str(link["ifname"]) for link in json.loads(done.stdout or "[]")}
+    for table in RULE_TABLES:
+        listed = subprocess.run(
+            ["iptables", "-t", table, "-S"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if listed.returncode != 0:
+            raise PlaneError(f"iptables -t {table} -S failed: {listed.stderr.strip()}")
+        for args in stale_bridge_rules(listed.stdout, live):
+            gone = subprocess.run(
+                ["iptables", "-t", table, *args],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            if gone.returncode != 0:
+                raise PlaneError(
+                    f"iptables -t {table} {' '.join(args)} failed: {gone.stderr.strip()}"
+                )
 
 
 def _ipv4_addresses() -> list[tuple[str, str]]:

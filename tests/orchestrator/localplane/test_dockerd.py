@@ -94,3 +94,27 @@ def test_classify_gateway_holders(
         addresses, "172.30.0.1", [OWN_ID], lambda ifname: ifname in ported
     )
     assert got == (stale, foreign)
+
+
+RULES = """-P POSTROUTING ACCEPT
+-N DOCKER
+-A POSTROUTING -s 172.30.0.0/16 ! -o br-cd0955f3380b -j MASQUERADE
+-A POSTROUTING -s 172.30.0.0/16 ! -o br-430835409b16 -j MASQUERADE
+-A POSTROUTING -s 172.29.0.0/16 ! -o fc-docker0 -j MASQUERADE
+-A FORWARD -i br-430835409b16 -o br-430835409b16 -m comment --comment "two words" -j ACCEPT
+-A DOCKER -i br-cd0955f3380b -j RETURN
+"""
+
+
+def test_stale_bridge_rules_name_only_bridges_that_are_gone() -> None:
+    got = dockerd.stale_bridge_rules(RULES, {"br-cd0955f3380b", "fc-docker0", "eth0"})
+    assert got == [
+        ["-D", "POSTROUTING", "-s", "172.30.0.0/16", "!", "-o", "br-430835409b16", "-j",
+         "MASQUERADE"],
+        ["-D", "FORWARD", "-i", "br-430835409b16", "-o", "br-430835409b16", "-m", "comment",
+         "--comment", "two words", "-j", "ACCEPT"],
+    ]  # fmt: skip
+
+
+def test_stale_bridge_rules_keep_everything_when_every_bridge_lives() -> None:
+    assert dockerd.stale_bridge_rules(RULES, {"br-cd0955f3380b", "br-430835409b16"}) == []
