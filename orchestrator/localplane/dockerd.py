@@ -335,15 +335,7 @@ class DockerEngine:
                 "stop what made it (another engine?) before starting this one"
             )
         for ifname in stale:
-            done = subprocess.run(
-                ["ip", "link", "del", ifname],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise PlaneError(f"ip link del {ifname} failed: {done.stderr.strip()}")
+            _run(["ip", "link", "del", ifname])
         _clear_stale_bridge_rules()
 
     def remove_networks(self, timeout: float = 60.0) -> list[str]:
@@ -556,9 +548,7 @@ def _ensure_bridge() -> None:
         ["ip", "addr", "add", BRIDGE_CIDR, "dev", BRIDGE],
         ["ip", "link", "set", BRIDGE, "up"],
     ):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-        if done.returncode != 0:
-            raise PlaneError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+        _run(cmd)
 
 
 def classify_gateway_holders(
@@ -610,50 +600,25 @@ def stale_bridge_rules(rules: str, live: set[str]) -> list[list[str]]:
 
 def _clear_stale_bridge_rules() -> None:
     """Delete the iptables rules of Docker bridges that no longer exist (see ensure_network)."""
-    done = subprocess.run(
-        ["ip", "-j", "link", "show"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if done.returncode != 0:
-        raise PlaneError(f"ip -j link show failed: {done.stderr.strip()}")
-    live = {str(link["ifname"]) for link in json.loads(done.stdout or "[]")}
+    live = {str(link["ifname"]) for link in json.loads(_run(["ip", "-j", "link", "show"]) or "[]")}
     for table in RULE_TABLES:
-        listed = subprocess.run(
-            ["iptables", "-t", table, "-S"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if listed.returncode != 0:
-            raise PlaneError(f"iptables -t {table} -S failed: {listed.stderr.strip()}")
-        for args in stale_bridge_rules(listed.stdout, live):
-            gone = subprocess.run(
-                ["iptables", "-t", table, *args],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-            if gone.returncode != 0:
-                raise PlaneError(
-                    f"iptables -t {table} {' '.join(args)} failed: {gone.stderr.strip()}"
-                )
+        for args in stale_bridge_rules(_run(["iptables", "-t", table, "-S"]), live):
+            _run(["iptables", "-t", table, *args])
+
+
+def _run(cmd: list[str]) -> str:
+    """Run a host command (ip, iptables) bounded; its stdout, or one PlaneError naming it."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise PlaneError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+    return done.stdout
 
 
 def _ipv4_addresses() -> list[tuple[str, str]]:
     """(interface, address) for every IPv4 address in this network namespace, from ``ip -j``."""
-    done = subprocess.run(
-        ["ip", "-j", "-4", "addr", "show"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise PlaneError(f"ip -j -4 addr show failed: {done.stderr.strip()}")
     return [
         (str(link["ifname"]), str(info["local"]))
-        for link in json.loads(done.stdout or "[]")
+        for link in json.loads(_run(["ip", "-j", "-4", "addr", "show"]) or "[]")
         for info in link.get("addr_info", [])
         if "local" in info
     ]
