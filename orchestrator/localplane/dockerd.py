@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.localplane import ociwrapper
 from orchestrator.localplane.processes import (
@@ -309,11 +310,15 @@ class DockerEngine:
             raise PlaneError(f"creating network {name} failed: HTTP {code} {reply}")
         return True
 
-    def _network_ids(self) -> list[str]:
-        code, body = api(self.socket, "GET", "/networks")
+    def _list(self, path: str, what: str, timeout: float = 60.0) -> list[Any]:
+        """One engine LIST (``/networks``, ``/containers/json``), or a PlaneError naming it."""
+        code, body = api(self.socket, "GET", path, timeout=timeout)
         if code != 200 or not isinstance(body, list):
-            raise PlaneError(f"listing networks failed: HTTP {code} {body}")
-        return [str(n["Id"]) for n in body]
+            raise PlaneError(f"listing {what} failed: HTTP {code} {body}")
+        return body
+
+    def _network_ids(self) -> list[str]:
+        return [str(n["Id"]) for n in self._list("/networks", "networks")]
 
     def _clear_stale_bridges(self, gateway: str) -> None:
         """Delete the empty bridges an earlier engine left holding ``gateway``; refuse others.
@@ -340,11 +345,8 @@ class DockerEngine:
 
     def remove_networks(self, timeout: float = 60.0) -> list[str]:
         """Remove this engine's own networks, so that dockerd deletes their bridges with them."""
-        code, body = api(self.socket, "GET", "/networks", timeout=timeout)
-        if code != 200 or not isinstance(body, list):
-            raise PlaneError(f"listing networks failed: HTTP {code} {body}")
         removed = []
-        for n in body:
+        for n in self._list("/networks", "networks", timeout):
             if n.get("Name") in PREDEFINED_NETWORKS:
                 continue
             code, reply = api(self.socket, "DELETE", f"/networks/{n['Id']}", timeout=timeout)
@@ -375,11 +377,8 @@ class DockerEngine:
 
     def remove_containers(self, timeout: float = 120.0) -> list[str]:
         """Force-remove every container of this engine (kind nodes, CAPD machines) and volumes."""
-        code, body = api(self.socket, "GET", "/containers/json?all=1", timeout=timeout)
-        if code != 200 or not isinstance(body, list):
-            raise PlaneError(f"listing containers failed: HTTP {code} {body}")
         removed = []
-        for c in body:
+        for c in self._list("/containers/json?all=1", "containers", timeout):
             cid = str(c["Id"])
             code, reply = api(
                 self.socket, "DELETE", f"/containers/{cid}?force=1&v=1", timeout=timeout
