@@ -182,7 +182,7 @@ def _remove_earlier(con: Console, dyn: Any, current: str) -> None:
 
 def _provision(con: Console, dyn: Any, namespace: str) -> None:
     from orchestrator.kube import capi
-    from orchestrator.kube.client import apply_all
+    from orchestrator.kube.client import apply_all, read_json
     from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 
     apply_all(dyn, [namespace_object(namespace)])
@@ -195,7 +195,7 @@ def _provision(con: Console, dyn: Any, namespace: str) -> None:
     deadline = time.monotonic() + 600
     with con.status("waiting for the demo clusters to become Available") as live:
         while time.monotonic() < deadline:
-            items = clusters.get(namespace=namespace).to_dict()["items"]
+            items = read_json(clusters.get, namespace=namespace)["items"]
             ready = [c["metadata"]["name"] for c in items if capi.is_true(c, "Available")]
             live.update(f"clusters Available: {len(ready)}/{len(FLEET)}")
             if len(ready) == len(FLEET):

@@ -7,6 +7,7 @@ write is an idempotent server-side apply with one field manager.
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import os
 import threading
@@ -35,6 +36,27 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+def read_json(call: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
+    """What ``call(**kwargs)`` returns (a dynamic resource's get, patch, apply), as plain dicts.
+
+    The dynamic client wraps every field of a response in a ``ResourceField`` object, which
+    ``to_dict`` then walks back into dicts: for a LIST of 1,000 FleetWorkloads that is 73 ms of
+    CPU against 6 ms for ``json.loads`` alone (docs/benchmarks.md), held under the GIL that the
+    worker's event loop and its queries wait for. Asked for the raw response
+    (``serialize=False``, the dynamic client's own option), the body is parsed once. Items of a
+    list get the list's ``apiVersion`` and kind where the server left them out, as the dynamic
+    client does for built-in kinds.
+    """
+    body: dict[str, Any] = json.loads(call(serialize=False, **kwargs).data)
+    kind = body.get("kind")
+    items = body.get("items")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
+        for item in items:
+            item.setdefault("apiVersion", body.get("apiVersion"))
+            item.setdefault("kind", kind[:-4])
+    return body
+
+
 def list_pages(
     resource: Any,
     *,
@@ -61,10 +83,10 @@ def list_pages(
         if token:
             kwargs["_continue"] = token
         try:
-            page: dict[str, Any] = resource.get(**kwargs).to_dict()
+            page = read_json(resource.get, **kwargs)
         except Exception as err:
             if token and getattr(err, "status", None) == GONE:
-                full: list[dict[str, Any]] = resource.get(**base).to_dict().get("items") or []
+                full: list[dict[str, Any]] = read_json(resource.get, **base).get("items") or []
                 return full
             raise
         items += page.get("items") or []
@@ -152,14 +174,14 @@ def apply(
         try:
             resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
             namespace = obj.get("metadata", {}).get("namespace") if resource.namespaced else None
-            result = resource.server_side_apply(
+            return read_json(
+                resource.server_side_apply,
                 body=dict(obj),
                 name=obj["metadata"]["name"],
                 namespace=namespace,
                 field_manager=FIELD_MANAGER,
                 force_conflicts=True,
             )
-            return dict(result.to_dict())
         except (ResourceNotFoundError, NotFoundError) as err:
             last = err
             dyn.resources.invalidate_cache()

@@ -38,7 +38,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from orchestrator.domain.snapshot import FleetSnapshot, Workload
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
-from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages
+from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages, read_json
 
 GROUP = "calibrator.dev"
 VERSION = "v1alpha1"
@@ -92,7 +92,7 @@ def install_crds(dyn: Any, timeout: float = 60.0) -> list[str]:
     crds = dyn.resources.get(api_version=CRD[0], kind=CRD[1])
     deadline = time.monotonic() + timeout
     while True:
-        items = crds.get().to_dict().get("items") or []
+        items = read_json(crds.get).get("items") or []
         ready = {str(_meta(i).get("name")) for i in items if _established(i)}
         waiting = sorted(set(names) - ready)
         if not waiting:
@@ -318,15 +318,14 @@ def _status_code(err: BaseException) -> int | None:
 
 def _apply(res: Any, body: Mapping[str, Any]) -> dict[str, Any]:
     """Server-side apply; ``metadata.resourceVersion`` in ``body`` makes it conditional (409)."""
-    result = res.server_side_apply(
+    return read_json(
+        res.server_side_apply,
         body=dict(body),
         name=body["metadata"]["name"],
         namespace=body["metadata"]["namespace"],
         field_manager=FIELD_MANAGER,
         force_conflicts=True,
     )
-    applied: dict[str, Any] = result.to_dict()
-    return applied
 
 
 def _with_version(body: dict[str, Any], resource_version: str) -> dict[str, Any]:
@@ -373,10 +372,10 @@ def _mirror(
         except Exception as err:
             if _status_code(err) != CONFLICT:
                 raise
-        latest = fws.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
+        latest = read_json(fws.get, name=meta["name"], namespace=meta["namespace"])
         if str(_meta(latest).get("resourceVersion")) != committed:
             return
-        current = pds.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
+        current = read_json(pds.get, name=meta["name"], namespace=meta["namespace"])
     raise RuntimeError(f"PlacementDecision {decision.workload}: too many conflicting writers")
 
 

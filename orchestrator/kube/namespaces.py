@@ -24,7 +24,7 @@ from kubernetes.dynamic.exceptions import (
 from kubernetes.dynamic.resource import Resource, ResourceList
 
 from orchestrator.kube import capi
-from orchestrator.kube.client import list_pages
+from orchestrator.kube.client import list_pages, read_json
 
 REQUEST_TIMEOUT = 60  # seconds for one API call
 POLL = 2.0  # seconds between two looks at what is left
@@ -124,7 +124,7 @@ def remove_namespace(
 
     def namespace_left() -> list[str]:
         try:
-            ns = spaces.get(name=namespace, _request_timeout=REQUEST_TIMEOUT).to_dict()
+            ns = read_json(spaces.get, name=namespace, _request_timeout=REQUEST_TIMEOUT)
         except NotFoundError:
             return []
         if (ns.get("spec") or {}).get("finalizers"):

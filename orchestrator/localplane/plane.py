@@ -684,12 +684,14 @@ class LocalPlane:
 
     @staticmethod
     def _wait_crds_established(dyn: Any, names: list[str], timeout: float) -> None:
+        from orchestrator.kube.client import read_json  # noqa: PLC0415
+
         crd_api = dyn.resources.get(
             api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
         )
 
         def established() -> bool:
-            items = crd_api.get().to_dict().get("items", [])
+            items = read_json(crd_api.get).get("items", [])
             ready = {
                 i["metadata"]["name"]
                 for i in items

@@ -38,6 +38,7 @@ from orchestrator.kube.client import (
     harden,
     list_pages,
     observe_requests,
+    read_json,
     run_cancellable,
 )
 from orchestrator.kube.tracing import request_spans
@@ -155,7 +156,7 @@ class KubeAccess:
 
     def _get(self, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
         try:
-            obj: dict[str, Any] = self._res(kind).get(name=name, namespace=namespace).to_dict()
+            obj = read_json(self._res(kind).get, name=name, namespace=namespace)
         except Exception as err:
             if _status_code(err) == 404:
                 raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
@@ -166,10 +167,12 @@ class KubeAccess:
         self, kind: tuple[str, str], namespace: str, name: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         try:
-            obj: dict[str, Any] = (
-                self._res(kind)
-                .patch(body=dict(body), name=name, namespace=namespace, content_type=MERGE_PATCH)
-                .to_dict()
+            obj = read_json(
+                self._res(kind).patch,
+                body=dict(body),
+                name=name,
+                namespace=namespace,
+                content_type=MERGE_PATCH,
             )
         except Exception as err:
             if _status_code(err) == 404:

@@ -13,6 +13,7 @@ the status subresource does; ``delete`` removes one (404 when absent). Every wri
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from typing import Any
 
@@ -26,11 +27,18 @@ class ApiError(Exception):
 
 
 class Result:
+    """What a call returns: ``to_dict`` as a ``ResourceInstance``, ``data`` as the raw response
+    (``serialize=False``, what ``client.read_json`` asks for)."""
+
     def __init__(self, data: dict[str, Any]) -> None:
         self._data = data
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._data)
+
+    @property
+    def data(self) -> bytes:
+        return json.dumps(self._data).encode()
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -83,6 +91,7 @@ class Resource:
         label_selector: str = "",
         limit: int | None = None,
         _continue: str | None = None,
+        serialize: bool = True,
     ) -> Result:
         objs = self.store.objects.setdefault(self.kind, {})
         if name is not None:
@@ -105,7 +114,14 @@ class Resource:
             {"metadata": {"continue": str(start + limit)}, "items": items[start : start + limit]}
         )
 
-    def patch(self, body: dict[str, Any], name: str, namespace: str, content_type: str) -> Result:
+    def patch(
+        self,
+        body: dict[str, Any],
+        name: str,
+        namespace: str,
+        content_type: str,
+        serialize: bool = True,
+    ) -> Result:
         assert content_type == "application/merge-patch+json"
         obj = self.store.objects.get(self.kind, {}).get((namespace, name))
         if obj is None:
@@ -118,7 +134,7 @@ class Resource:
         self.store.patches.append((self.kind, name, copy.deepcopy(body)))
         return Result(obj)
 
-    def delete(self, name: str, namespace: str) -> Result:
+    def delete(self, name: str, namespace: str, serialize: bool = True) -> Result:
         obj = self.store.objects.get(self.kind, {}).pop((namespace, name), None)
         if obj is None:
             raise ApiError(404)

@@ -3,6 +3,7 @@ the in-cluster client a worker in a pod uses."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.resource import ResourceInstance
 
 from orchestrator.kube import client as kube_client
 from orchestrator.kube.client import dynamic, observe_requests
@@ -83,3 +85,51 @@ def test_not_in_cluster_without_the_service_environment_and_token(
         monkeypatch.setenv(name, value)
     assert not kube_client.in_cluster()
     assert kube_client.in_cluster_namespace() == ("calibrator-system" if token else "default")
+
+
+class _Raw:
+    """The raw response the dynamic client returns with ``serialize=False``."""
+
+    def __init__(self, body: dict[str, object]) -> None:
+        self.data = json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}},
+        # Built-in kinds: the server leaves apiVersion and kind out of a list's items.
+        {
+            "apiVersion": "v1",
+            "kind": "NamespaceList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}, "spec": {}}],
+        },
+        # Custom resources carry their own; an empty list stays empty.
+        {
+            "apiVersion": "calibrator.dev/v1alpha1",
+            "kind": "FleetWorkloadList",
+            "metadata": {"continue": "x"},
+            "items": [
+                {
+                    "apiVersion": "calibrator.dev/v1alpha1",
+                    "kind": "FleetWorkload",
+                    "metadata": {"name": "w", "labels": {"a": "b"}},
+                    "spec": {"replicas": 3, "placement": {"clusterAffinities": [{"n": None}]}},
+                }
+            ],
+        },
+        {"apiVersion": "v1", "kind": "SecretList", "metadata": {}, "items": []},
+    ],
+)
+def test_read_json_gives_what_the_dynamic_clients_objects_give(body: dict[str, object]) -> None:
+    """The raw body parsed once equals ``ResourceInstance(...).to_dict()``, list items too."""
+    asked: list[dict[str, object]] = []
+
+    def call(**kwargs: object) -> _Raw:
+        asked.append(kwargs)
+        return _Raw(body)
+
+    got = kube_client.read_json(call, name="a", namespace="n")
+    assert asked == [{"serialize": False, "name": "a", "namespace": "n"}]
+    assert got == ResourceInstance(None, json.loads(json.dumps(body))).to_dict()  # type: ignore[no-untyped-call]

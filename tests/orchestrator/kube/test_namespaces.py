@@ -10,6 +10,7 @@ Terminating until its ``kubernetes`` finalizer is removed through ``/finalize``.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -59,6 +60,10 @@ class _Result:
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._data)
+
+    @property
+    def data(self) -> bytes:  # the raw response (``serialize=False``)
+        return json.dumps(self._data).encode()
 
 
 class _Resources:

@@ -46,7 +46,14 @@ Hook = Callable[[FakeDyn, str, str, dict[str, Any]], None]
 
 
 class _HookedResource(Resource):
-    def patch(self, body: dict[str, Any], name: str, namespace: str, content_type: str) -> Any:
+    def patch(
+        self,
+        body: dict[str, Any],
+        name: str,
+        namespace: str,
+        content_type: str,
+        serialize: bool = True,
+    ) -> Any:
         store = self.store
         assert isinstance(store, HookedDyn)
         if store.before:
