@@ -58,6 +58,7 @@ class BlobStore(KubeAccess):
                 namespace=ns,
                 field_manager=FIELD_MANAGER,
                 force_conflicts=True,
+                serialize=False,  # the answer is not read: no ResourceInstance of ~1 MB to build
             )
 
     def _get_blob(self, digest: str) -> bytes:
