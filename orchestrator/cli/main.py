@@ -11,7 +11,7 @@ never mistakes a partial answer for a clean one.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -69,6 +69,7 @@ _register_subcommands()
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, wide, json or yaml.")]
 TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target Kubernetes version.")]
@@ -314,11 +315,16 @@ def place(
     Exit 1 when a workload is unschedulable or a live read left clusters out.
     """
     from orchestrator.cli import render
-    from orchestrator.cli.output import finish
+    from orchestrator.cli.output import Items, finish
     from orchestrator.domain.documents import quote
     from orchestrator.domain.errors import InputError
-    from orchestrator.placement import PlacementResult, decision_to_json, placement_to_json
-    from orchestrator.placement import place as run_placement
+    from orchestrator.placement import (
+        PlacementResult,
+        WorkloadDecision,
+        decide,
+        decision_to_json,
+        placement_to_json,
+    )
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     fleet = _fleet(source)
@@ -332,16 +338,20 @@ def place(
     # the workloads placed before it took, so it is the one the full run would show.
     # The real clock ends NoExecute tolerations whose tolerationSeconds ran out (placement is
     # pure and reads none itself).
-    result = run_placement(snap, now=datetime.now(UTC))
+    made = decide(snap, now=datetime.now(UTC))
+    explained = explain or workload is not None
+    if output is Format.json and workload is None:
+        # Written as the decisions are made: those made so far are turned into text in a
+        # forked child while the parent places the rest (``cli.overlap``; same text).
+        decisions: list[WorkloadDecision] = []
+        to_json = functools.partial(decision_to_json, explain=explained)
+        items = Items(_kept(made, decisions), to_json, overlap=True, expected=len(snap.workloads))
+        emit({"decisions": items, "unreachable": render.unreachable_json(snap)}, output, _none)
+        finish(partial=any(d.unschedulable for d in decisions) or bool(fleet.left_out))
+        return
+    result = PlacementResult(tuple(made))
     if workload is not None:
         result = PlacementResult((result.decision(workload),))
-    explained = explain or workload is not None
-    if output is Format.json:
-        # Streamed: each decision's item is built, encoded, written and dropped in turn.
-        items = (decision_to_json(d, explain=explained) for d in result.decisions)
-        emit({"decisions": items, "unreachable": render.unreachable_json(snap)}, output, _none)
-        finish(partial=bool(result.unschedulable) or bool(fleet.left_out))
-        return
     doc = placement_to_json(result, explain=explained)
     doc["unreachable"] = render.unreachable_json(snap)
 
@@ -355,6 +365,13 @@ def place(
 
 def _none(con: Console) -> None:
     """No table: for output that is never one."""
+
+
+def _kept(items: Iterable[T], into: list[T]) -> Iterator[T]:
+    """``items``, each also appended to ``into`` as it passes (what a stream wrote, for later)."""
+    for item in items:
+        into.append(item)
+        yield item
 
 
 @app.command("snapshot")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
+import functools
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TextIO, TypeVar
 
 if TYPE_CHECKING:  # Rich only for tables: JSON and YAML output need none of it
     from rich.console import Console
@@ -18,6 +19,8 @@ if TYPE_CHECKING:  # Rich only for tables: JSON and YAML output need none of it
 # which makes logs useless for grep. Tables are only as wide as their content, so a large width
 # costs nothing; text longer than this still wraps (never cuts).
 NON_TTY_WIDTH = 1000
+
+T = TypeVar("T")
 
 # Exit statuses of every command (README "Exit status"): 0 = the whole answer; 1 = a partial
 # answer -- the output is valid and complete for what it covers, and names every cluster or
@@ -66,7 +69,7 @@ def new_table(title: str, columns: Sequence[str], *, names: int = 1) -> Table:
 def emit(doc: Mapping[str, object], fmt: Format, table: Callable[[Console], None]) -> None:
     """Print ``doc`` as JSON/YAML, or call ``table`` to render it for people (table and wide).
 
-    JSON is written as it is encoded (``write_json``), so a value may be an iterator of items.
+    JSON is written as it is encoded (``write_json``), so a value may be ``Items``.
     """
     if fmt is Format.json:
         write_json(doc, sys.stdout)
@@ -86,6 +89,7 @@ def dumps_json(doc: Mapping[str, object]) -> str:
     ``json.dumps(indent=2)`` runs the pure-Python encoder (the C one only does compact output),
     which took longer than placing 10,000 workloads; here every line is encoded in C. The result
     is still easy to read and to diff (one decision or cluster per line) and parses the same.
+    A top-level value may be ``Items``: written as the list of its items' JSON.
     """
     return "".join(_json_chunks(doc))
 
@@ -93,42 +97,75 @@ def dumps_json(doc: Mapping[str, object]) -> str:
 def write_json(doc: Mapping[str, object], out: TextIO) -> None:
     """Write ``dumps_json(doc)`` to ``out`` a batch of items at a time, never as one string.
 
-    A top-level value that is an iterator is written as a list, each item encoded as it comes
-    and dropped: a caller that hands a generator never holds the whole document. (A 1k x 10k
-    ``place``: 10,000 decision dicts, ~45 MB, and three copies of 10 MB of text were alive at
-    once before; the pages they touched were a tenth of the run's CPU time, in the kernel.)
+    Each batch's items are encoded, written and dropped in turn (a 1k x 10k ``place``: 10,000
+    decision dicts, ~45 MB, and three copies of 10 MB of text were alive at once when the
+    document was built whole; the pages they touched were a tenth of the run's CPU time).
     """
     for chunk in _json_chunks(doc):
         out.write(chunk)
 
 
+@dataclass(frozen=True, slots=True)
+class Items(Generic[T]):
+    """A top-level list made as it is written: each item of ``source`` as ``to_json`` gives it.
+
+    ``overlap``: while ``source`` still makes items, render those already made in forked
+    children (``overlap.rendered``, only where ``overlap.available()``); the text is the same.
+    ``expected``: how many items ``source`` will make, when known (it sizes those chunks).
+    """
+
+    source: Iterable[T]
+    to_json: Callable[[T], object]
+    overlap: bool = False
+    expected: int = 0
+
+
 _BATCH = 512  # items encoded per chunk written: large writes, little text alive at once
+_SEP = ",\n    "
 
 
 def _json_chunks(doc: Mapping[str, object]) -> Iterator[str]:
     """The text of ``dumps_json(doc)`` in pieces (see there and ``write_json``)."""
+    from orchestrator.cli import overlap
+
     encode = json.JSONEncoder(separators=(", ", ": ")).encode
     yield "{\n"
     sep = ""
     for key, value in doc.items():
         head = f"{sep}  {encode(key)}: "
         sep = ",\n"
-        if not (isinstance(value, Iterator) or (isinstance(value, list) and value)):
+        if isinstance(value, Items):
+            yield head + "["
+            render = functools.partial(_items_text, encode, value.to_json)
+            fork = value.overlap and overlap.available()
+            empty = True
+            for text in overlap.rendered(
+                value.source, render, overlap=fork, batch=_BATCH, expected=value.expected
+            ):
+                empty = False
+                yield text
+            yield "]" if empty else "\n  ]"
+        elif isinstance(value, list) and value:
+            yield head + "["
+            for start in range(0, len(value), _BATCH):
+                yield _items_text(encode, None, value[start : start + _BATCH], start)
+            yield "\n  ]"
+        else:
             yield head + encode(value)
-            continue
-        items = iter(value)
-        first = next(items, _NONE)
-        if first is _NONE:
-            yield head + "[]"
-            continue
-        yield head + "[\n    " + encode(first)
-        while batch := list(itertools.islice(items, _BATCH)):
-            yield ",\n    " + ",\n    ".join(map(encode, batch))
-        yield "\n  ]"
     yield "\n}\n"
 
 
-_NONE = object()
+def _items_text(
+    encode: Callable[[object], str],
+    to_json: Callable[[Any], object] | None,
+    items: Sequence[object],
+    start: int,
+) -> str:
+    """Items ``start..`` of a top-level list, one per line (the first after the list's ``[``)."""
+    lead = "\n    " if start == 0 else _SEP
+    if to_json is None:
+        return lead + _SEP.join(map(encode, items))
+    return lead + _SEP.join([encode(to_json(item)) for item in items])
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -52,7 +52,7 @@ from orchestrator.placement.result import (
     decision_to_json,
     placement_to_json,
 )
-from orchestrator.placement.scheduler import place
+from orchestrator.placement.scheduler import decide, place
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -68,6 +68,7 @@ __all__ = [
     "Registry",
     "ScorePlugin",
     "WorkloadDecision",
+    "decide",
     "decision_to_json",
     "place",
     "placement_to_json",

@@ -274,6 +274,24 @@ class Explainer:
         self._start: tuple[list[int], list[int]] = ([], [])
         self._events: dict[int, list[tuple[int, int, int]]] = {}
         self._cursor = 0
+        self._built_for = 0  # ``scheduler.placed`` when the ledger's caches above were built
+
+    def _fresh(self) -> None:
+        """Forget what was built from the ledger if workloads were placed since.
+
+        A decision may be explained while later ones are still being made (a writer rendering
+        the first decisions early): the shortage masks and the replay then hold the ledger of
+        that moment, and a later decision needs the longer one.
+        """
+        placed = self.scheduler.placed
+        if placed != self._built_for:
+            self._built_for = placed
+            self._low.clear()
+            self._ledgers = None
+            self._short_since.clear()
+            self._replay = None
+            self._events.clear()
+            self._cursor = 0
 
     def term_entries(
         self, view: Workload, profile: Profile | None = None
@@ -303,6 +321,7 @@ class Explainer:
     # ------------------------------------------------------------------ capacity replay
     def context_at(self, seq: int) -> PlacementContext:
         """A context whose free capacity is what workload ``seq`` saw (shared, moved forward)."""
+        self._fresh()
         ctx = self.scheduler.ctx
         if self._replay is None:
             start_cpu, start_mem = list(ctx.free_cpu), list(ctx.free_mem)
@@ -512,6 +531,7 @@ class Explainer:
         dynamic filters and the first term's failure count only where nothing static (of the
         first term) said no. Excluded clusters count once, as ``excluded``.
         """
+        self._fresh()
         s = self.scheduler
         ctx = s.ctx
         attempts = decision.attempts

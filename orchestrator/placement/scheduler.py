@@ -43,7 +43,7 @@ two must agree on every decision and every reason.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 
 from orchestrator.domain.errors import InputError
@@ -82,6 +82,7 @@ class Scheduler:
         self.names = [c.name for c in ctx.clusters]  # by index, sorted (``stable`` bisects it)
         self.excluded = excluded
         self.note = ""  # the last attempt's division note (see ``_attempt``)
+        self.placed = 0  # workloads scheduled so far (``Explainer`` rebuilds what read the ledger)
         self.profile: Profile | None = None  # the last attempt's (its explanation reuses it)
         self.allowed = mask_of([i not in excluded for i in range(len(ctx.clusters))])
         filters = registry.filters
@@ -200,6 +201,7 @@ class Scheduler:
     # ------------------------------------------------------------------ one workload
     def schedule(self, seq: int, workload: Workload) -> WorkloadDecision:
         """Try each affinity term in order; the first that places every replica wins."""
+        self.placed += 1
         policy = workload.placement
         current: list[int] = []
         if policy.clusters:
@@ -362,10 +364,37 @@ def place(
     tolerations whose ``tolerationSeconds`` ran out; without it they hold, and the decision's
     ``evict_at`` says until when.
     """
+    return PlacementResult(
+        tuple(
+            decide(
+                snapshot,
+                workloads=workloads,
+                exclude_clusters=exclude_clusters,
+                registry=registry,
+                now=now,
+            )
+        )
+    )
+
+
+def decide(
+    snapshot: FleetSnapshot,
+    *,
+    workloads: Iterable[str | Workload] | None = None,
+    exclude_clusters: Collection[str] = frozenset(),
+    registry: Registry = DEFAULT_REGISTRY,
+    now: datetime | None = None,
+) -> Iterator[WorkloadDecision]:
+    """``place``'s decisions one at a time, each made when it is asked for (input checked now).
+
+    A writer can turn the decisions made so far into text while the rest are still being made
+    (``orchestrator.cli.overlap``): a decision's explanation reads only what the workloads
+    before it consumed.
+    """
     ctx = PlacementContext(snapshot, now=now)
     unknown = sorted(set(exclude_clusters) - set(ctx.index))
     if unknown:
         raise InputError(f"unknown cluster(s) to exclude: {', '.join(unknown)}")
     scheduler = Scheduler(ctx, registry, frozenset(ctx.index[n] for n in exclude_clusters))
     chosen = _select(snapshot, workloads)
-    return PlacementResult(tuple(scheduler.schedule(seq, w) for seq, w in enumerate(chosen)))
+    return (scheduler.schedule(seq, w) for seq, w in enumerate(chosen))

@@ -14,6 +14,7 @@ from orchestrator.placement import (
     DEFAULT_REGISTRY,
     FITS,
     Registry,
+    decide,
     division,
     place,
     placement_to_json,
@@ -337,3 +338,14 @@ def test_reasons_show_the_capacity_each_workload_saw() -> None:
     assert result.decision("default/w1").replicas == {"a": 6}
     assert result.decision("default/w3").replicas == {"a": 3}  # a is down to 1 cpu now
     assert result.decision("default/w2").reasons == {"a": ("needs 6 cpu free, has 4",)}
+
+
+def test_decisions_explained_while_later_ones_are_made_read_the_ledger_they_saw() -> None:
+    """``decide`` yields each decision as it is made; explaining it then, or after the last
+    one, gives the same summary and reasons (the explainer rebuilds what read the ledger)."""
+    snap = generate_fleet(40, 300, seed=3)
+    after = place(snap)
+    early = []
+    for d in decide(snap):
+        early.append((d.summary, dict(d.reasons)))
+    assert early == [(d.summary, dict(d.reasons)) for d in after.decisions]
