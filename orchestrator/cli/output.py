@@ -110,7 +110,7 @@ class Items(Generic[T]):
     """A top-level list made as it is written: each item of ``source`` as ``to_json`` gives it.
 
     ``overlap``: while ``source`` still makes items, render those already made in forked
-    children (``overlap.rendered``, only where ``overlap.available()``); the text is the same.
+    children (``overlap.rendered``, where ``overlap.available()`` and a CPU is idle); same text.
     ``expected``: how many items ``source`` will make, when known (it sizes those chunks).
     """
 

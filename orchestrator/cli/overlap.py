@@ -14,10 +14,13 @@ bytes). A child that fails or outlives its bound is killed and its chunk rendere
 parent, which then raises the real error if there is one.
 
 Only where it can pay: Linux (``fork``, ``memfd_create``, ``pidfd_open``), at least two CPUs for
-this process and one of them idle by the 1-minute load average (on a busy machine a child only
-competes with the parent and adds its page copies), a single thread (a fork copies no other
-thread, and a lock one of them held would stay locked in the child), and a stream of at least
-``min_chunk`` items. At most one child renders at a time: while it runs, the parent's chunk grows.
+this process, a single thread (a fork copies no other thread, and a lock one of them held would
+stay locked in the child), a stream of at least ``min_chunk`` items, and a machine that left at
+least ``IDLE_CPUS`` idle while the first chunk was made (``/proc/stat``, read when the stream
+starts and when its first chunk is ready): on a busy machine a child only competes with the
+parent and adds its page copies. Measured over the run itself, not by the load average, which
+counts the minute before it (the previous run of the same command among it). At most one child
+renders at a time: while it runs, the parent's chunk grows.
 """
 
 from __future__ import annotations
@@ -41,20 +44,45 @@ MIN_CHUNK = 1024
 # 1,000 clusters), only so that a child that never ends cannot hold the command forever.
 SECONDS_PER_ITEM = 1.0
 SECONDS_BASE = 60.0
+# CPUs left idle on average while the first chunk was made, at least, for children to start.
+IDLE_CPUS = 0.5
 
 Render = Callable[[Sequence[T], int], str]
 
 
 def available() -> bool:
-    """True when forking renderers can shorten the run here (see the module docstring)."""
+    """True when this process can fork renderers (the machine's idle CPUs are asked later)."""
     if not all(hasattr(os, name) for name in ("fork", "memfd_create", "pidfd_open")):
         return False
     try:
         cpus = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
     except OSError:
         return False
-    return cpus >= 2 and load <= cpus - 0.5 and threading.active_count() == 1
+    return cpus >= 2 and threading.active_count() == 1
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(idle, total) clock ticks of all CPUs since boot (``/proc/stat``), None if unreadable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    try:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, fields[1:9])
+    except ValueError:
+        return None
+    return idle + iowait, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def idle_cpus(since: tuple[int, int] | None) -> float:
+    """CPUs the machine left idle on average since ``since`` (0 when it cannot tell)."""
+    now = cpu_ticks()
+    if since is None or now is None or now[1] <= since[1]:
+        return 0.0
+    return (now[0] - since[0]) / (now[1] - since[1]) * (os.cpu_count() or 1)
 
 
 def rendered(
@@ -73,14 +101,17 @@ def rendered(
     here ``batch`` items at a time. With it, a chunk of the items already made goes to a forked
     child whenever no child is rendering and the chunk holds at least ``expected / CHUNKS``
     items (``MIN_CHUNK`` at least) and, when ``expected`` is known, at least half a chunk is
-    still to come; once the source ends, one more child takes the first half of what is left
-    when that is large, and the parent renders the rest while they finish.
+    still to come, and the machine left ``IDLE_CPUS`` idle while the first chunk was made (else
+    no child for this stream); once the source ends, one more child takes the first half of
+    what is left when that is large, and the parent renders the rest while they finish.
     """
     if not overlap:
         yield from _batches(render, list(source), 0, batch)
         return
     min_chunk = max(MIN_CHUNK, expected // CHUNKS)
     children: list[_Child[T]] = []
+    began = cpu_ticks()
+    idle: bool | None = None  # whether the machine had a CPU to spare (asked once, see above)
     try:
         chunk: list[T] = []
         start = 0
@@ -91,12 +122,19 @@ def rendered(
             chunk.append(item)
             if (
                 len(chunk) >= min_chunk
+                and idle is not False
                 and (last is None or start + len(chunk) <= last)
                 and (not children or children[-1].exited())
             ):
-                start, chunk = _hand_over(render, chunk, start, children)
-        if len(chunk) >= 2 * MIN_CHUNK:
-            start, chunk = _hand_over(render, chunk, start, children, len(chunk) // 2)
+                if idle is None:
+                    idle = idle_cpus(began) >= IDLE_CPUS
+                if idle:
+                    start, chunk = _hand_over(render, chunk, start, children)
+        if idle is not False and len(chunk) >= 2 * MIN_CHUNK:
+            if idle is None:
+                idle = idle_cpus(began) >= IDLE_CPUS
+            if idle:
+                start, chunk = _hand_over(render, chunk, start, children, len(chunk) // 2)
         tail = list(_batches(render, chunk, start, batch))
         for child in children:
             yield child.text(render)

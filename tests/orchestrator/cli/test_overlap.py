@@ -1,7 +1,8 @@
 """``cli.overlap``: chunks rendered in forked children give exactly the parent's text.
 
-The children are forced here (``available`` is what decides in a real run, by CPUs and load), so
-these tests fork whatever the machine's load: each asserts text, never timing.
+The children are forced here (``available`` and ``idle_cpus`` decide in a real run, by CPUs and by
+the machine's idle time), so these tests fork whatever the machine's load: each asserts text,
+never timing.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def _source(n: int, made: list[int]) -> Iterator[int]:
 
 
 def _forks(monkeypatch: pytest.MonkeyPatch, min_chunk: int) -> list[int]:
-    """Force children from ``min_chunk`` items on; the list gets each child's chunk length."""
+    """Force children from ``min_chunk`` items on, an idle machine; gets each chunk's length."""
     monkeypatch.setattr(overlap, "MIN_CHUNK", min_chunk)
+    monkeypatch.setattr(overlap, "idle_cpus", lambda since: 2.0)
     spawned: list[int] = []
     spawn = overlap._Child.spawn
 
@@ -66,6 +68,31 @@ def test_without_overlap_the_parent_renders_every_batch(monkeypatch: pytest.Monk
     chunks = list(overlap.rendered(iter(range(10)), _render, overlap=False, batch=4))
     assert chunks == [_render([0, 1, 2, 3], 0), _render([4, 5, 6, 7], 4), _render([8, 9], 8)]
     assert spawned == []
+
+
+def test_a_busy_machine_gets_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Less than ``IDLE_CPUS`` idle while the first chunk was made: the parent renders it all."""
+    spawned = _forks(monkeypatch, 4)
+    asked: list[object] = []
+
+    def busy(since: object) -> float:
+        asked.append(since)
+        return 0.4
+
+    monkeypatch.setattr(overlap, "idle_cpus", busy)
+    text = "".join(overlap.rendered(iter(range(40)), _render, overlap=True, batch=8, expected=40))
+    assert text == _render(list(range(40)), 0)
+    assert spawned == []
+    assert len(asked) == 1, "asked once per stream"
+
+
+def test_idle_cpus_reads_this_machine() -> None:
+    """``/proc/stat`` read twice: a share of the machine's CPUs, never more than all of them."""
+    began = overlap.cpu_ticks()
+    assert began is not None and 0 < began[0] <= began[1]
+    sum(i * i for i in range(200_000))  # some ticks pass
+    assert 0.0 <= overlap.idle_cpus(began) <= (os.cpu_count() or 1)
+    assert overlap.idle_cpus(None) == 0.0
 
 
 def _fails_in_child(items: Sequence[int], start: int) -> str:
