@@ -342,10 +342,14 @@ def place(
     explained = explain or workload is not None
     if output is Format.json and workload is None:
         # Written as the decisions are made: those made so far are turned into text in a
-        # forked child while the parent places the rest (``cli.overlap``; same text).
+        # forked child while the parent places the rest (``cli.overlap``; same text). Not with
+        # --explain: its text grows with workloads x clusters (0.9 GB at 1k x 10k), and a
+        # child's share would wait in memory; rendered batch by batch after placement instead.
         decisions: list[WorkloadDecision] = []
         to_json = functools.partial(decision_to_json, explain=explained)
-        items = Items(_kept(made, decisions), to_json, overlap=True, expected=len(snap.workloads))
+        items = Items(
+            _kept(made, decisions), to_json, overlap=not explain, expected=len(snap.workloads)
+        )
         emit({"decisions": items, "unreachable": render.unreachable_json(snap)}, output, _none)
         finish(partial=any(d.unschedulable for d in decisions) or bool(fleet.left_out))
         return

@@ -25,6 +25,7 @@ renders at a time: while it runs, the parent's chunk grows.
 
 from __future__ import annotations
 
+import codecs
 import os
 import select
 import signal
@@ -44,6 +45,8 @@ MIN_CHUNK = 1024
 # 1,000 clusters), only so that a child that never ends cannot hold the command forever.
 SECONDS_PER_ITEM = 1.0
 SECONDS_BASE = 60.0
+# The parent reads a child's text back this many bytes at a time.
+READ_BYTES = 1 << 20
 # CPUs left idle on average while the first chunk was made, at least, for children to start.
 IDLE_CPUS = 0.5
 
@@ -129,15 +132,17 @@ def rendered(
                 if idle is None:
                     idle = idle_cpus(began) >= IDLE_CPUS
                 if idle:
-                    start, chunk = _hand_over(render, chunk, start, children)
+                    start, chunk = _hand_over(render, chunk, start, children, batch)
         if idle is not False and len(chunk) >= 2 * MIN_CHUNK:
             if idle is None:
                 idle = idle_cpus(began) >= IDLE_CPUS
             if idle:
-                start, chunk = _hand_over(render, chunk, start, children, len(chunk) // 2)
+                start, chunk = _hand_over(render, chunk, start, children, batch, len(chunk) // 2)
+        # Rendered now, while the last child works, so held until the children's text is out:
+        # at most the last chunk's share (a sixth of the stream, less for a short one).
         tail = list(_batches(render, chunk, start, batch))
         for child in children:
-            yield child.text(render)
+            yield from child.text(render, batch)
         yield from tail
     finally:
         for child in children:
@@ -149,6 +154,7 @@ def _hand_over(
     chunk: list[T],
     start: int,
     children: list[_Child[T]],
+    batch: int,
     size: int | None = None,
 ) -> tuple[int, list[T]]:
     """Give the first ``size`` items of ``chunk`` (all by default) to a new child.
@@ -156,7 +162,7 @@ def _hand_over(
     Returns the new start and what is left for the parent (all of it if no child started).
     """
     given = chunk if size is None else chunk[:size]
-    child = _Child.spawn(render, given, start)
+    child = _Child.spawn(render, given, start, batch)
     if child is None:
         return start, chunk
     children.append(child)
@@ -178,8 +184,12 @@ class _Child(Generic[T]):
         self.status: int | None = None
 
     @classmethod
-    def spawn(cls, render: Render[T], items: list[T], start: int) -> _Child[T] | None:
-        """Fork a child that renders ``items`` (None: it could not be started; render here)."""
+    def spawn(cls, render: Render[T], items: list[T], start: int, batch: int) -> _Child[T] | None:
+        """Fork a child that renders ``items`` (None: it could not be started; render here).
+
+        The child writes ``batch`` items' text at a time, so neither process holds a chunk's
+        text as one string: only the memfd does.
+        """
         try:
             memfd = os.memfd_create("calibrator-chunk", os.MFD_CLOEXEC)
         except OSError:
@@ -192,9 +202,10 @@ class _Child(Generic[T]):
         if pid == 0:  # the child: render, write, and leave without running the parent's code
             code = 70
             try:
-                view = memoryview(render(items, start).encode())
-                while view:
-                    view = view[os.write(memfd, view) :]
+                for text in _batches(render, items, start, batch):
+                    view = memoryview(text.encode())
+                    while view:
+                        view = view[os.write(memfd, view) :]
                 code = 0
             finally:
                 os._exit(code)
@@ -215,8 +226,8 @@ class _Child(Generic[T]):
                 self.status = status
         return self.status is not None
 
-    def text(self, render: Render[T]) -> str:
-        """The chunk's text: the child's, once it ended well, else rendered here."""
+    def text(self, render: Render[T], batch: int) -> Iterator[str]:
+        """The chunk's text in pieces: the child's, once it ended well, else rendered here."""
         if self.status is None:
             bound = SECONDS_BASE + SECONDS_PER_ITEM * len(self.items)
             ready, _, _ = select.select([self.pidfd], [], [], bound)
@@ -224,17 +235,14 @@ class _Child(Generic[T]):
                 os.kill(self.pid, signal.SIGKILL)
             self.status = os.waitpid(self.pid, 0)[1]
         if self.status != 0:
-            return render(self.items, self.start)
-        size = os.fstat(self.memfd).st_size
-        parts = []
+            yield from _batches(render, self.items, self.start, batch)
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")()
         offset = 0
-        while offset < size:
-            part = os.pread(self.memfd, size - offset, offset)
-            if not part:
-                break
-            parts.append(part)
+        while part := os.pread(self.memfd, READ_BYTES, offset):
             offset += len(part)
-        return b"".join(parts).decode()
+            yield decoder.decode(part)
+        yield decoder.decode(b"", final=True)
 
     def close(self) -> None:
         """Kill the child if it still runs (the parent failed or stopped reading), free its fds."""
