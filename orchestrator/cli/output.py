@@ -126,8 +126,6 @@ _SEP = ",\n    "
 
 def _json_chunks(doc: Mapping[str, object]) -> Iterator[str]:
     """The text of ``dumps_json(doc)`` in pieces (see there and ``write_json``)."""
-    from orchestrator.cli import overlap
-
     encode = json.JSONEncoder(separators=(", ", ": ")).encode
     yield "{\n"
     sep = ""
@@ -135,6 +133,8 @@ def _json_chunks(doc: Mapping[str, object]) -> Iterator[str]:
         head = f"{sep}  {encode(key)}: "
         sep = ",\n"
         if isinstance(value, Items):
+            from orchestrator.cli import overlap  # only a lazy list can be rendered by children
+
             yield head + "["
             render = functools.partial(_items_text, encode, value.to_json)
             fork = value.overlap and overlap.available()

@@ -115,6 +115,13 @@ def rendered(
     children: list[_Child[T]] = []
     began = cpu_ticks()
     idle: bool | None = None  # whether the machine had a CPU to spare (asked once, see above)
+
+    def spare() -> bool:
+        nonlocal idle
+        if idle is None:
+            idle = idle_cpus(began) >= IDLE_CPUS
+        return idle
+
     try:
         chunk: list[T] = []
         start = 0
@@ -125,19 +132,13 @@ def rendered(
             chunk.append(item)
             if (
                 len(chunk) >= min_chunk
-                and idle is not False
                 and (last is None or start + len(chunk) <= last)
                 and (not children or children[-1].exited())
+                and spare()
             ):
-                if idle is None:
-                    idle = idle_cpus(began) >= IDLE_CPUS
-                if idle:
-                    start, chunk = _hand_over(render, chunk, start, children, batch)
-        if idle is not False and len(chunk) >= 2 * MIN_CHUNK:
-            if idle is None:
-                idle = idle_cpus(began) >= IDLE_CPUS
-            if idle:
-                start, chunk = _hand_over(render, chunk, start, children, batch, len(chunk) // 2)
+                start, chunk = _hand_over(render, chunk, start, children, batch)
+        if len(chunk) >= 2 * MIN_CHUNK and spare():
+            start, chunk = _hand_over(render, chunk, start, children, batch, len(chunk) // 2)
         # Rendered now, while the last child works, so held until the children's text is out:
         # at most the last chunk's share (a sixth of the stream, less for a short one).
         tail = list(_batches(render, chunk, start, batch))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -123,9 +125,6 @@ def test_a_child_that_fails_is_rendered_again_here(monkeypatch: pytest.MonkeyPat
 
 def _hangs_in_child(items: Sequence[int], start: int) -> str:
     if os.getpid() != PARENT:
-        os.read(os.open("/dev/zero", os.O_RDONLY), 0)  # a syscall first: then block for good
-        import time
-
         time.sleep(3600)
     return _render(items, start)
 
@@ -158,7 +157,7 @@ def test_items_are_written_as_their_list(monkeypatch: pytest.MonkeyPatch, fork: 
 
 @pytest.mark.parametrize("args", [[], ["--explain"]])
 def test_place_json_is_the_same_text_with_children(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: object, args: list[str]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str]
 ) -> None:
     """Decisions summarised in children, mid-placement, read the ledger as the parent's do.
 
@@ -166,11 +165,10 @@ def test_place_json_is_the_same_text_with_children(
     (``fleetgen``), chunks of 16 decisions: each child explains its chunk while the parent has
     placed only part of the fleet, and the explainer's ledger caches must not leak across.
     """
-    snapshot = os.path.join(str(tmp_path), "fleet.json")
-    with open(snapshot, "w", encoding="utf-8") as handle:
-        json.dump(generate_fleet_mapping(30, 160, seed=7), handle)
+    snapshot = tmp_path / "fleet.json"
+    snapshot.write_text(json.dumps(generate_fleet_mapping(30, 160, seed=7)), encoding="utf-8")
     runner = CliRunner()
-    command = ["place", "-s", snapshot, *args, "-o", "json"]
+    command = ["place", "-s", str(snapshot), *args, "-o", "json"]
     monkeypatch.setattr(overlap, "available", lambda: False)
     alone = runner.invoke(app, command)
     spawned = _forks(monkeypatch, 16)
