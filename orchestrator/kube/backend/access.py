@@ -316,9 +316,12 @@ class KubeAccess:
                 raise
             except Exception as err:
                 if _status_code(err) == FORBIDDEN:
-                    raise NotAllowedError(
-                        f"{operation}: the API server refused it: {_refusal(err) or 'Forbidden'}"
-                    ) from None
+                    refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
+                    if not self._api_server_ready():
+                        raise BackendError(
+                            f"{operation}: {refusal}, while not ready (/readyz): retried"
+                        ) from None
+                    raise NotAllowedError(f"{operation}: {refusal}") from None
                 raise
 
         def run() -> T:
@@ -334,6 +337,27 @@ class KubeAccess:
             )
         finally:
             cancel.set()  # a no-op once the thread is done
+
+    def _api_server_ready(self) -> bool:
+        """Whether the management API server says it is ready (``GET /readyz``, 200).
+
+        A kube-apiserver serves requests as soon as it listens, before its authorizer's caches
+        have synced, and meanwhile answers 403 to requests its roles allow (seen right after a
+        restart on a loaded machine: the worker's ``get clusters`` refused, then allowed). Its
+        ``/readyz`` (readable by anyone, ``system:public-info-viewer``) stays failing until those
+        caches are in (``informer-sync``), so a 403 while it fails is transient, not a missing
+        permission. Any failure to ask counts as not ready: the call is then retried.
+        """
+        if self._mgmt is None:
+            return True
+        try:
+            self._mgmt.call_api(
+                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=self._requests.timeout,
+            )  # fmt: skip
+        except Exception:
+            return False
+        return True
 
     @staticmethod
     def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:

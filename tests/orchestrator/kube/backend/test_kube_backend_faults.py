@@ -225,6 +225,41 @@ def test_403_on_a_management_call_is_not_allowed() -> None:
         _write(backend, "kcp")
 
 
+class Readyz:
+    """The management client's ``/readyz`` answer: ready, or failing as a starting API server's."""
+
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+        self.asked = 0
+
+    def call_api(self, path: str, method: str, **kwargs: Any) -> None:
+        assert (path, method) == ("/readyz", "GET")
+        self.asked += 1
+        if not self.ready:
+            raise ApiError(500)
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_a_403_is_final_only_from_an_api_server_that_says_it_is_ready(ready: bool) -> None:
+    def refuse(dyn: FakeDyn, kind: str, name: str, body: dict[str, Any]) -> None:
+        raise Forbidden()
+
+    dyn = hooked(topology=False)
+    dyn.before = [refuse]
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    readyz = Readyz(ready)
+    backend._mgmt = readyz  # the API server as seen right after a restart, or settled
+    with pytest.raises(BackendError) as caught:
+        _write(backend, "kcp")
+    assert readyz.asked == 1
+    if ready:
+        assert isinstance(caught.value, NotAllowedError)
+    else:  # its authorizer's caches are not in yet: transient, retried by Temporal
+        assert not isinstance(caught.value, NotAllowedError)
+        assert "while not ready (/readyz)" in str(caught.value)
+        assert classify(caught.value) is caught.value
+
+
 def test_an_invalid_fleet_workload_fails_once_not_five_times() -> None:
     dyn = _fleet(topology=True)
     dyn.objects["FleetWorkload"][(NS, "web")]["spec"]["apis"] = ["not-an-api"]
