@@ -56,10 +56,12 @@ def _register_subcommands() -> None:
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
     from orchestrator.cli.schedule import schedule_app
+    from orchestrator.cli.temporal_setup import temporal_app
 
     app.add_typer(env_app, name="env")
     app.add_typer(fleet_app, name="fleet")
     app.add_typer(schedule_app, name="schedule")
+    app.add_typer(temporal_app, name="temporal")
     calibration.register(app)
     demo.register(app)
     report.register(app)
