@@ -179,7 +179,7 @@ async def ensure_search_attributes(admin: SearchAttributeAdmin, namespace: str) 
     if known is not None:
         wrong = {n: _type_name(known[n]) for n in WANTED if n in known and known[n] != KEYWORD}
         if wrong:
-            listed = ", ".join(f"{n} is {t}" for n, t in sorted(wrong.items()))
+            listed = ", ".join(f"{n} as {t}" for n, t in sorted(wrong.items()))
             raise SearchAttributeSetupError(
                 f"namespace {namespace} already has {listed}, but the calibration workflows "
                 "write Keyword values; Temporal cannot change a search attribute's type, so "
