@@ -10,15 +10,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from orchestrator.domain.selectors import parse_selector_string
 from orchestrator.domain.versions import KubeVersion
@@ -42,42 +37,27 @@ from workflows.model import (
     RetryRequest,
     SkipRequest,
 )
+from workflows.search_attribute_setup import (
+    MissingSearchAttributes,
+    OperatorAdmin,
+    Registration,
+    ensure_search_attributes,
+    missing_attribute,
+    missing_hint,
+)
 
 
 class ControlError(Exception):
     """An update the calibration refused, or a calibration that does not exist."""
 
 
-async def register_search_attributes(client: Client) -> None:
-    """Register CalibrationTarget, CalibrationPhase and ClusterName (Keyword) if missing.
+async def register_search_attributes(client: Client) -> Registration:
+    """Register CalibrationTarget, CalibrationPhase and ClusterName (Keyword) where missing.
 
-    The time-skipping test server cannot list search attributes, only add them, so a failed
-    listing means "add all", and an "already exists" answer is success.
+    The one way every caller registers them (``calibrator temporal setup``, the demo, the
+    tests): ``search_attribute_setup.ensure_search_attributes`` on the client's namespace.
     """
-    service = client.operator_service
-    known: set[str] = set()
-    try:
-        existing = await service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace)
-        )
-        known = set(existing.custom_attributes) | set(existing.system_attributes)
-    except RPCError as err:
-        if err.status != RPCStatusCode.UNIMPLEMENTED:
-            raise
-    missing = {
-        key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
-        for key in search_attributes.ALL
-        if key.name not in known
-    }
-    if not missing:
-        return
-    try:
-        await service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
-        )
-    except RPCError as err:
-        if err.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
+    return await ensure_search_attributes(OperatorAdmin(client), client.namespace)
 
 
 def new_calibration_id(target: str, now: datetime | None = None) -> str:
@@ -108,7 +88,11 @@ async def start_calibration(
     calibration_id: str | None = None,
     task_queue: str = task_queues.CALIBRATION,
 ) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
-    """Validate, then start a FleetCalibration with search attributes and a static summary."""
+    """Validate, then start a FleetCalibration with search attributes and a static summary.
+
+    A namespace without the calibration search attributes refuses the start: that becomes
+    ``MissingSearchAttributes``, whose message names `calibrator temporal setup`.
+    """
     validate_input(input)
     workflow_id = calibration_id or new_calibration_id(input.target)
     target = str(KubeVersion.parse(input.target))
@@ -119,20 +103,26 @@ async def start_calibration(
         + ("custom document" if input.strategy else "default (canary, then one at a time)"),
         "Fleet: " + ("snapshot given at start" if input.snapshot else "live inventory"),
     ]
-    return await client.start_workflow(
-        FleetCalibration.run,
-        input,
-        id=workflow_id,
-        task_queue=task_queue,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(search_attributes.CALIBRATION_TARGET, target),
-                SearchAttributePair(search_attributes.CALIBRATION_PHASE, Phase.PLANNING.value),
-            ]
-        ),
-        static_summary=f"Calibrate fleet to {target}",
-        static_details="\n".join(details),
-    )
+    try:
+        return await client.start_workflow(
+            FleetCalibration.run,
+            input,
+            id=workflow_id,
+            task_queue=task_queue,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(search_attributes.CALIBRATION_TARGET, target),
+                    SearchAttributePair(search_attributes.CALIBRATION_PHASE, Phase.PLANNING.value),
+                ]
+            ),
+            static_summary=f"Calibrate fleet to {target}",
+            static_details="\n".join(details),
+        )
+    except RPCError as err:
+        missing = missing_attribute(err)
+        if missing is None:
+            raise
+        raise MissingSearchAttributes(missing_hint(client.namespace, [missing])) from None
 
 
 def _handle(

@@ -44,6 +44,7 @@ from workflows import task_queues
 from workflows.client import ControlError
 from workflows.definitions.continuous import ContinuousCalibration
 from workflows.model import CalibrationOptions, ContinuousInput, ContinuousResult
+from workflows.search_attribute_setup import OperatorAdmin, require_search_attributes
 
 WORKFLOW_TYPE = "ContinuousCalibration"
 MAX_POLICY_BYTES = 256 * 1024
@@ -120,9 +121,15 @@ def _missing(schedule_id: str, err: RPCError) -> ControlError:
 async def create(client: Client, schedule_id: str, schedule: Schedule) -> dict[str, Any]:
     """Create the schedule; an existing one with the same name is refused, never replaced.
 
+    A namespace that lacks the calibration search attributes is refused first
+    (``MissingSearchAttributes``, naming `calibrator temporal setup`).
+
     The timetable as given is kept in the memo: the server turns a cron expression into
     calendar ranges and does not keep its text.
     """
+    # Its ticks start calibrations, which set the search attributes: a namespace without them
+    # is refused now (MissingSearchAttributes), not at the first tick inside the workflow.
+    await require_search_attributes(OperatorAdmin(client), client.namespace)
     try:
         await client.create_schedule(
             schedule_id, schedule, memo={TIMETABLE_MEMO: _spec(schedule.spec)}

@@ -1,8 +1,9 @@
 """Search attributes the calibration workflows set, so the Temporal UI can filter runs.
 
-They must be registered on the server before a workflow uses them (the dev server takes
-``--search-attribute NAME=Keyword``; ``client.register_search_attributes`` does it through the
-operator service, which the time-skipping test server also implements).
+They must be registered in the namespace before a workflow uses them, or the server refuses the
+start: ``calibrator temporal setup`` does it once per namespace through the operator service
+(``search_attribute_setup``, also what the demo and the tests call; the time-skipping test
+server implements the add, not the list).
 """
 
 from __future__ import annotations

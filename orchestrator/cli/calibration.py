@@ -215,6 +215,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.domain.versions import KubeVersion
         from workflows.client import start_calibration
         from workflows.model import CalibrationInput
+        from workflows.search_attribute_setup import MissingSearchAttributes
 
         try:  # bad input fails here, before anything connects or starts
             KubeVersion.parse(target)
@@ -248,6 +249,8 @@ def register(app: typer.Typer) -> None:
                 )
             except InputError as err:
                 fail(clip_message(str(err)))
+            except MissingSearchAttributes as err:  # the namespace is not set up: exit 1
+                fail(str(err), code=1)
             if not wait:
                 return {"calibrationId": handle.id, "target": target}
             return await follow(client, handle.id)

@@ -225,8 +225,7 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
     from orchestrator.cli.calibration import follow
     from orchestrator.kube.backend.fleet import KubeFleetBackend
     from orchestrator.kube.client import api_client, dynamic
-    from workflows import search_attributes
-    from workflows.client import start_calibration
+    from workflows.client import register_search_attributes, start_calibration
     from workflows.model import CalibrationInput
     from workflows.worker import build_worker
 
@@ -247,11 +246,13 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
             dev_server_startup_timeout=timedelta(seconds=120),  # the SDK's 5 s: too short
             ui=True,
             ui_port=ui_port,
-            search_attributes=search_attributes.ALL,
             runtime=telemetry.runtime,
             interceptors=telemetry.interceptors,
         )
         try:
+            # The same registration as `calibrator temporal setup`, not the dev server's
+            # start-up flag: one way to prepare a namespace, and the demo exercises it.
+            await register_search_attributes(env.client)
             con.print(f"Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows")
             con.print(telemetry.describe())
             await _drift(con, backend, "drift before")

@@ -78,6 +78,14 @@ def up(
         list[str] | None,
         typer.Option(help="docker: load only this node image version (repeatable; default all)."),
     ] = None,
+    raise_inotify: Annotated[
+        bool,
+        typer.Option(
+            "--raise-inotify/--no-raise-inotify",
+            help="docker, as root: raise fs.inotify.max_user_watches/instances to kind's values "
+            "(524288/512) where lower; host-wide, said on stderr. --no-raise-inotify only warns.",
+        ),
+    ] = True,
 ) -> None:
     """Start the plane (idempotent; repairs a plane whose component crashed)."""
     from orchestrator.localplane import dockerenv
@@ -100,6 +108,11 @@ def up(
                     timeout=timeout,
                     ttl_seconds=ttl,
                     progress=live.update,
+                    raise_inotify=raise_inotify,
+                    # Above the spinner and kept: a host-wide change is never said in passing.
+                    notice=lambda line: con.print(
+                        line, markup=False, highlight=False, soft_wrap=True
+                    ),
                 )
                 status = started.plane
                 extra = {
@@ -108,6 +121,7 @@ def up(
                     "dockerStateDir": str(started.docker_state_dir),
                     "imagesLoaded": started.loaded,
                     "seconds": started.seconds,
+                    "inotify": started.inotify.to_json(),
                 }
             else:
                 status = plane.up(timeout=timeout, ttl_seconds=ttl, progress=live.update)

@@ -56,10 +56,12 @@ def _register_subcommands() -> None:
     from orchestrator.cli.env import env_app
     from orchestrator.cli.fleet import fleet_app
     from orchestrator.cli.schedule import schedule_app
+    from orchestrator.cli.temporal_setup import temporal_app
 
     app.add_typer(env_app, name="env")
     app.add_typer(fleet_app, name="fleet")
     app.add_typer(schedule_app, name="schedule")
+    app.add_typer(temporal_app, name="temporal")
     calibration.register(app)
     demo.register(app)
     report.register(app)
@@ -401,13 +403,32 @@ def write_snapshot(
     finish(partial=bool(fleet.left_out))
 
 
+# The Temporal SDK's native runtime: once loaded, its threads may call into Python while the
+# interpreter finalizes ("PyGILState_Release ... must be current"), turning the command's exit
+# status into 134 (seen on `status`, `calibrate` and `temporal setup`, about 1 run in 8).
+_TEMPORAL_RUNTIME = "temporalio.bridge.temporal_sdk_bridge"
+
+
 def main() -> None:
-    """Console-script entry point."""
-    from orchestrator.cli.runtime import allow_quick_exit, tune_gc
+    """Console-script entry point.
+
+    A command that loaded the Temporal SDK ends without finalizing the interpreter, after its
+    own clean-up (``finally`` blocks, telemetry shutdown) has run: its exit status is the one it
+    chose, never the SDK's abort at finalization.
+    """
+    import sys
+
+    from orchestrator.cli.runtime import allow_quick_exit, quick_exit, tune_gc
 
     tune_gc()
     allow_quick_exit()
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        code = 0 if done.code is None else done.code
+        if isinstance(code, int) and _TEMPORAL_RUNTIME in sys.modules:
+            quick_exit(code)
+        raise
 
 
 if __name__ == "__main__":

@@ -47,11 +47,15 @@ def _call(
     temporal: ConnectionFlags,
     call: Callable[[Any], Awaitable[Any]],
 ) -> Any:
-    """Connect, run one ``workflows.schedules`` call; refusals are one line (exit 2)."""
+    """Connect, run one ``workflows.schedules`` call; refusals are one line (exit 2).
+
+    A namespace without the calibration search attributes is one line too, exit 1.
+    """
     import asyncio  # here: commands without Temporal do not pay for it
 
     from orchestrator.domain.errors import InputError
     from workflows.client import ControlError
+    from workflows.search_attribute_setup import MissingSearchAttributes
 
     resolve(temporal)  # bad connection settings: exit 2 before anything connects
 
@@ -62,6 +66,8 @@ def _call(
         return asyncio.run(main())
     except (ControlError, InputError) as err:
         fail(clip_message(str(err)))
+    except MissingSearchAttributes as err:  # the namespace is not set up (environment): exit 1
+        fail(str(err), code=1)
 
 
 @schedule_app.command()

@@ -15,12 +15,19 @@ Which engine belongs to the plane is recorded in ``provider.json`` in the plane'
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane.inotify import (
+    InotifyResult,
+    KernelLimits,
+    ProcSysLimits,
+    check_and_raise,
+)
 from orchestrator.localplane.plane import LocalPlane, PlaneStatus, resolve_bin_dir
 from orchestrator.localplane.processes import PlaneError
 
@@ -31,11 +38,6 @@ NETWORK_SUBNET = "172.30.0.0/16"
 NETWORK_GATEWAY = "172.30.0.1"
 PROVIDER_FILE = "provider.json"
 ENGINE_TTL_MARGIN = 30
-# fs.inotify.max_user_instances below which CAPD docker clusters run out of inotify instances
-# (kind's documented "too many open files"): the limit counts uid 0 across the host and every
-# node container, and at 128 this machine held two clusters (docs/kind.md, "How many clusters").
-INOTIFY_INSTANCES_ADVISED = 512
-INOTIFY_LIMIT_FILE = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class DockerEnvUp:
     docker_state_dir: Path
     loaded: list[str]
     seconds: dict[str, float]
+    inotify: InotifyResult
 
 
 def node_archives(kind_set: Path, versions: list[str] | None) -> list[Path]:
@@ -59,31 +62,6 @@ def node_archives(kind_set: Path, versions: list[str] | None) -> list[Path]:
             raise PlaneError(f"{kind_set} has no {', '.join(sorted(missing))}")
         archives = [a for a in archives if a.name in wanted]
     return archives
-
-
-def inotify_warning(limit: int | None) -> str | None:
-    """Pure: the warning for a low inotify instance limit, or None.
-
-    Why warn rather than raise it: the sysctl is host-wide and belongs to the host's owner; a
-    node container that hits it exits at boot (systemd: "Failed to create control group inotify
-    object") and CAPD only shows the Machine stuck in Provisioning, so the cause must be said up
-    front, where the user can still act on it.
-    """
-    if limit is None or limit >= INOTIFY_INSTANCES_ADVISED:
-        return None
-    return (
-        f"warning: fs.inotify.max_user_instances is {limit}; node containers share it with every "
-        "root process on this host, and at 128 only about 2 CAPD docker clusters boot (systemd "
-        "in a new node exits with 'Too many open files'). Raise it with "
-        f"`sysctl fs.inotify.max_user_instances={INOTIFY_INSTANCES_ADVISED}` (host-wide)."
-    )
-
-
-def _inotify_limit() -> int | None:
-    try:
-        return int(INOTIFY_LIMIT_FILE.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def _provider_file(plane: LocalPlane) -> Path:
@@ -109,17 +87,28 @@ def up(
     timeout: float = 300.0,
     ttl_seconds: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    raise_inotify: bool = False,
+    notice: Callable[[str], None] | None = None,
+    kernel: KernelLimits | None = None,
 ) -> DockerEnvUp:
     """Start (or reuse) our dockerd, load the images CAPD needs, then the plane wired to it.
+
+    First the inotify limits (``orchestrator.localplane.inotify``): with ``raise_inotify`` (the
+    CLI's default) and as root, each one below kind's value is raised; otherwise a warning with
+    the ``sysctl`` command. Every line goes to ``notice`` (default ``progress``), which should
+    keep it on screen: a host-wide change is never made silently. The default here is False so
+    that a library caller (a test, a benchmark) never changes the host unless it asks to.
 
     With ``ttl_seconds`` both stop by themselves: the plane after the TTL, dockerd (its
     containers removed) ``ENGINE_TTL_MARGIN`` seconds later, once CAPD is gone and can no longer
     create a machine while the engine is emptied.
     """
     seconds: dict[str, float] = {}
-    warning = inotify_warning(_inotify_limit())
-    if warning:
-        progress(warning)
+    inotify = check_and_raise(
+        kernel or ProcSysLimits(), root=os.geteuid() == 0, may_raise=raise_inotify
+    )
+    for line in inotify.messages:
+        (notice or progress)(line)
     t0 = time.monotonic()
     engine = DockerEngine(docker_state_dir)
     engine_ttl = ttl_seconds + ENGINE_TTL_MARGIN if ttl_seconds else None
@@ -146,7 +135,7 @@ def up(
         timeout=timeout, ttl_seconds=ttl_seconds, docker_host=st.docker_host, progress=progress
     )
     seconds["plane"] = round(time.monotonic() - t0, 1)
-    return DockerEnvUp(status, st.docker_host, engine.state_dir, loaded, seconds)
+    return DockerEnvUp(status, st.docker_host, engine.state_dir, loaded, seconds, inotify)
 
 
 def down(

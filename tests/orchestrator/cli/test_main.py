@@ -318,6 +318,7 @@ def test_calibrate_rejects_bad_input_before_connecting(args: list[str], message:
 def test_temporal_commands_are_registered() -> None:
     result = runner.invoke(app, ["--help"])
     for command in (
+        "temporal",
         "worker",
         "calibrate",
         "status",
@@ -331,6 +332,31 @@ def test_temporal_commands_are_registered() -> None:
         "env",
     ):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("preload", "args", "code", "finalized"),
+    [
+        # The Temporal SDK is loaded: the process ends without finalizing, its status intact.
+        ("import temporalio.bridge.temporal_sdk_bridge", ["--help"], 0, False),
+        ("import temporalio.bridge.temporal_sdk_bridge", ["calibrate", "-t", "1.x"], 2, False),
+        # Without it, an ordinary exit (atexit handlers run).
+        ("pass", ["drift", "--snapshot", "/nonexistent.yaml"], 2, True),
+    ],
+)
+def test_a_process_with_the_temporal_sdk_keeps_its_exit_status(
+    preload: str, args: list[str], code: int, finalized: bool
+) -> None:
+    script = (
+        f"{preload}; import atexit; atexit.register(print, 'finalized'); "
+        "from orchestrator.cli.main import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == code, proc.stderr
+    assert ("finalized" in proc.stdout) is finalized
 
 
 # ------------------------------------------------------------------------------------------

@@ -82,14 +82,3 @@ def test_only_capd_gets_the_docker_host_and_never_one_inherited(
     }
     assert _manager_env(by_name["capd"], None)["DOCKER_HOST"] == ""
     assert "DOCKER_HOST" not in _manager_env(by_name["capi"], "unix:///s/docker.sock")
-
-
-@pytest.mark.parametrize(
-    ("limit", "warned"), [(None, False), (128, True), (511, True), (512, False), (8192, False)]
-)
-def test_inotify_warning_names_the_limit_and_the_remedy(limit: int | None, warned: bool) -> None:
-    warning = dockerenv.inotify_warning(limit)
-    assert (warning is not None) == warned
-    if warning:
-        assert f"is {limit}" in warning
-        assert "sysctl fs.inotify.max_user_instances=512" in warning
