@@ -201,7 +201,9 @@ capi_images_render_cert_manager() {
   } >"$chart/templates/crds.yaml"
   {
     cat "$src/deploy/manifests/namespace.yaml"
-    "$CAPI_WORK/bin/helm" template --namespace=cert-manager --set=installCRDs=true \
+    # helm assumes Kubernetes v1.20 unless told (its release stamps a version at link time);
+    # the chart wants >= 1.21, and the management cluster runs KUBERNETES_VERSION.
+    "$CAPI_WORK/bin/helm" template --kube-version="$KUBERNETES_VERSION" --namespace=cert-manager --set=installCRDs=true \
       --set=creator=static --set=startupapicheck.enabled=false cert-manager "$chart" \
       || die "[capi-images] helm template of cert-manager's chart failed"
   } >"$out/cert-manager.yaml"
