@@ -177,7 +177,7 @@ EOF
     || die "[capi-images] $label: rendered components do not name $image"
   # One metadata.yaml per release for every provider of the repository (CAPD's module has none
   # of its own; upstream's local-repository script gives CAPD the core one too).
-  cp "$CAPI_CORE_DIR/metadata.yaml" "$out/metadata.yaml"
+  install -m 0644 "$CAPI_CORE_DIR/metadata.yaml" "$out/metadata.yaml"
   rm -rf "$overlay"
 }
 
