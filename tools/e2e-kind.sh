@@ -93,7 +93,6 @@ OPTS=(--state-dir "$STATE" --netns "$NETNS" --node-version "$NODE_VERSION"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 netns_exists() { ip netns list | awk '{print $1}' | grep -qx "$NETNS"; }
-in_netns() { netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"; ip netns exec "$NETNS" "$@"; }
 # A step's wall seconds, kept in STATE/times.txt (one "name seconds" line each, last run wins).
 record() {
   mkdir -p "$STATE"
@@ -135,7 +134,9 @@ case $COMMAND in
       log "network namespace $NETNS created"
     fi
     exec ip netns exec "$NETNS" "$SELF" _up "${OPTS[@]}" ;;
-  workload|status) exec ip netns exec "$NETNS" "$SELF" "_$COMMAND" "${OPTS[@]}" ;;
+  workload|status)
+    netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
+    exec ip netns exec "$NETNS" "$SELF" "_$COMMAND" "${OPTS[@]}" ;;
   exec) ((${#EXEC_ARGS[@]})) || die "exec needs a command"
         netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
         exec ip netns exec "$NETNS" "$SELF" _exec "${OPTS[@]}" "${EXEC_ARGS[@]}" ;;
@@ -144,7 +145,7 @@ case $COMMAND in
       ip netns exec "$NETNS" "$SELF" _down "${OPTS[@]}" || log "WARNING: teardown inside $NETNS failed"
       left=$(ip netns pids "$NETNS" || true)
       if [[ -n $left ]]; then
-        log "processes still in $NETNS (ours, started there): $(echo $left); stopping them"
+        log "processes still in $NETNS (ours, started there): ${left//$'\n'/ }; stopping them"
         # shellcheck disable=SC2086
         kill $left 2>/dev/null || true
         sleep 2
