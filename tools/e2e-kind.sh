@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cluster API as pods in a kind management cluster, installed the way users do (`clusterctl
 # init`), with its Docker stack inside a network namespace of its own. See docs/kind.md,
-# "The kind management cluster".
+# section 6 ("The kind management cluster: CAPI as pods").
 #
 # Usage: tools/e2e-kind.sh COMMAND [OPTIONS]
 #   up        netns + our dockerd + network `kind` + node/haproxy images + the management

@@ -1,7 +1,7 @@
 """tools/e2e-kind.sh: the management cluster's kind config it gives kind, and its input checks.
 
 Only the parts that run without a Docker engine or a network namespace; the bring-up itself is
-measured in docs/kind.md ("The kind management cluster").
+measured in docs/kind.md, section 6.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
 # CAPI_IMAGES_*), helpers (log, die) and variables (TOOLS_DIR, CACHE_ROOT, NICE, MODE, FORCE,
 # GO_VERSION, GO_PLATFORM). Needs the control-plane set built (tools/build.sh) but no Docker
 # engine and no root: the image archives are assembled here, like the haproxy set's.
-# See ../README.md, "The capi-images set", and docs/kind.md, "The kind management cluster".
+# See ../README.md, "The capi-images set", and docs/kind.md, section 6.
 
 CAPI_IMAGES_MODULES=(capi-images/clusterctl capi-images/kustomize capi-images/helm capi-images/cert-manager)
 # Upstream's image names (what a release's components name); clusterctl's `images:` override in
