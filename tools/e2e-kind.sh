@@ -125,6 +125,13 @@ case $COMMAND in
     else
       log "fs.inotify.max_user_instances is $limit"
     fi
+    # Everything `up` needs exists before anything is created (bad input: one error, no change).
+    KIND_SET=$(require_set kind)
+    require_set haproxy >/dev/null
+    for v in "$NODE_VERSION" "$WORKLOAD_VERSION"; do
+      [[ -f $KIND_SET/images/node-$v.tar ]] || die "no node image $v in the kind set ($KIND_SET/images)"
+    done
+    [[ -f "$REPO/kind-configs/management.yaml" ]] || die "no kind-configs/management.yaml"
     # Built outside the namespace (the Go module proxy is reached from the host's network).
     CAPI_SET=$("$REPO/tools/build.sh" --set capi-images | tail -1)
     log "capi-images set: $CAPI_SET"
