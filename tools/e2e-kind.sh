@@ -93,6 +93,9 @@ OPTS=(--state-dir "$STATE" --netns "$NETNS" --node-version "$NODE_VERSION"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 netns_exists() { ip netns list | awk '{print $1}' | grep -qx "$NETNS"; }
+# Commands enter the namespace with nsenter, network only: `ip netns exec` would also mount a
+# fresh /sys for it, hiding the cgroup v1 hierarchies under /sys/fs/cgroup, and dockerd then
+# fails to start ("Devices cgroup isn't mounted", seen here).
 # A step's wall seconds, kept in STATE/times.txt (one "name seconds" line each, last run wins).
 record() {
   mkdir -p "$STATE"
@@ -140,16 +143,16 @@ case $COMMAND in
       ip -n "$NETNS" link set lo up
       log "network namespace $NETNS created"
     fi
-    exec ip netns exec "$NETNS" "$SELF" _up "${OPTS[@]}" ;;
+    exec nsenter --net="/run/netns/$NETNS" "$SELF" _up "${OPTS[@]}" ;;
   workload|status)
     netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
-    exec ip netns exec "$NETNS" "$SELF" "_$COMMAND" "${OPTS[@]}" ;;
+    exec nsenter --net="/run/netns/$NETNS" "$SELF" "_$COMMAND" "${OPTS[@]}" ;;
   exec) ((${#EXEC_ARGS[@]})) || die "exec needs a command"
         netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
-        exec ip netns exec "$NETNS" "$SELF" _exec "${OPTS[@]}" "${EXEC_ARGS[@]}" ;;
+        exec nsenter --net="/run/netns/$NETNS" "$SELF" _exec "${OPTS[@]}" "${EXEC_ARGS[@]}" ;;
   down)
     if netns_exists; then
-      ip netns exec "$NETNS" "$SELF" _down "${OPTS[@]}" || log "WARNING: teardown inside $NETNS failed"
+      nsenter --net="/run/netns/$NETNS" "$SELF" _down "${OPTS[@]}" || log "WARNING: teardown inside $NETNS failed"
       left=$(ip netns pids "$NETNS" || true)
       if [[ -n $left ]]; then
         log "processes still in $NETNS (ours, started there): ${left//$'\n'/ }; stopping them"
@@ -282,8 +285,12 @@ status_inner() {
 }
 
 down_inner() {
-  if python3 -m orchestrator.localplane.dockerd status --state-dir "$STATE/docker" >/dev/null 2>&1; then
+  local kind_set
+  kind_set=$(set_dir kind)
+  if python3 -m orchestrator.localplane.dockerd status --state-dir "$STATE/docker" >/dev/null 2>&1 \
+     && [[ -x $kind_set/bin/kind ]]; then
     engine_env
+    # dockerd down below removes the node container anyway; kind delete also drops its kubeconfig entry.
     if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
       timeout "$TIMEOUT" kind delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" >&2 || log "WARNING: kind delete cluster failed"
     fi
