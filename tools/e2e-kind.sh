@@ -211,7 +211,7 @@ PY
 
   # The management cluster's config with OUR engine's socket as CAPD's /var/run/docker.sock.
   management_config "$sock" >"$STATE/management.yaml"
-  if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  if timeout 60 kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
     log "kind cluster $CLUSTER exists; reusing it"
   else
     t0=$SECONDS
@@ -234,7 +234,7 @@ PY
     timeout "$((TIMEOUT + 60))" "$capi_set/bin/clusterctl" init --config "$capi_set/clusterctl.yaml" \
     --kubeconfig "$KUBECONFIG" --infrastructure docker \
     --wait-providers --wait-provider-timeout "$TIMEOUT" -v 2 >&2 \
-    || die "clusterctl init failed (see above); kubectl get pods -A: $(kubectl get pods -A 2>&1 | tail -n 20)"
+    || die "clusterctl init failed (see above); kubectl get pods -A: $(timeout 60 kubectl get pods -A 2>&1 | tail -n 20)"
   record clusterctl-init $((SECONDS - t0))
   wait_providers
   record up-total $((SECONDS - t_all))
@@ -257,13 +257,13 @@ wait_providers() {
   local ns
   for ns in "${PROVIDER_NAMESPACES[@]}"; do
     kubectl -n "$ns" wait --for=condition=Available deployment --all --timeout="${TIMEOUT}s" >&2 \
-      || die "deployments in $ns not Available within ${TIMEOUT}s: $(kubectl -n "$ns" get pods -o wide 2>&1)"
+      || die "deployments in $ns not Available within ${TIMEOUT}s: $(timeout 60 kubectl -n "$ns" get pods -o wide 2>&1)"
   done
-  kubectl get deployments -A -o wide >&2
+  timeout 60 kubectl get deployments -A -o wide >&2
 }
 
 node_memory() {
-  docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' | tee "$STATE/memory.txt" >&2
+  timeout 60 docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' | tee "$STATE/memory.txt" >&2
 }
 
 workload_inner() {
@@ -278,9 +278,9 @@ workload_inner() {
 
 status_inner() {
   engine_env
-  kubectl get deployments -A
-  kubectl get clusters,machines -A 2>/dev/null || true
-  docker ps --format '{{.Names}}\t{{.Status}}\t{{.Image}}'
+  timeout 60 kubectl get deployments -A
+  timeout 60 kubectl get clusters,machines -A 2>/dev/null || true
+  timeout 60 docker ps --format '{{.Names}}\t{{.Status}}\t{{.Image}}'
   [[ -f $STATE/times.txt ]] && cat "$STATE/times.txt"
 }
 
@@ -291,7 +291,7 @@ down_inner() {
      && [[ -x $kind_set/bin/kind ]]; then
     engine_env
     # dockerd down below removes the node container anyway; kind delete also drops its kubeconfig entry.
-    if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+    if timeout 60 kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
       timeout "$TIMEOUT" kind delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" >&2 || log "WARNING: kind delete cluster failed"
     fi
   fi
