@@ -53,3 +53,29 @@ def test_unknown_command_and_bad_numbers_are_one_clear_error() -> None:
     done = run("up", "--netns", "a/b")
     assert done.returncode == 1
     assert "--netns: letters, digits" in done.stderr
+
+
+def _pin(script: str, name: str) -> str:
+    """The value of ``NAME=value`` at the start of a line of a shell script (comment cut)."""
+    return next(
+        line.split("=", 1)[1].split()[0]
+        for line in script.splitlines()
+        if line.startswith(f"{name}=")
+    )
+
+
+def test_default_versions_have_node_images_and_are_in_the_docker_class() -> None:
+    """The management node and the workload default to a version the kind set builds a node
+    image for (nothing can be pulled) and that the docker ClusterClass lists."""
+    script = SCRIPT.read_text()
+    build = (ROOT / "tools" / "build.sh").read_text()
+    built = _pin(build, "KIND_NODE_VERSIONS").strip("()").split()
+    docs = yaml.safe_load_all(
+        (ROOT / "capi-templates" / "docker" / "clusterclass.yaml").read_text()
+    )
+    klass = next(d for d in docs if d and d["kind"] == "ClusterClass")
+    listed = klass["spec"]["kubernetesVersions"]
+    for name in ("NODE_VERSION", "WORKLOAD_VERSION"):
+        version = _pin(script, name)
+        assert version in built, (name, version, built)
+        assert version in listed, (name, version, listed)
