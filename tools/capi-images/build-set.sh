@@ -52,7 +52,7 @@ capi_images_cache_key() {
 
 capi_images_complete_dir() {
   local d=$1 i
-  [[ -f $d/manifest.json && -f $d/clusterctl.yaml && -x $d/bin/clusterctl && -x $d/bin/kustomize ]] || return 1
+  [[ -f $d/manifest.json && -f $d/clusterctl.yaml && -x $d/bin/clusterctl && -x $d/bin/kustomize && -x $d/bin/helm && -d $d/repository ]] || return 1
   for i in "${!CAPI_IMAGE_BINARY[@]}"; do [[ -f $d/images/$i.tar ]] || return 1; done
   for i in "${CERT_MANAGER_COMPONENTS[@]}"; do [[ -f $d/images/cert-manager-$i.tar ]] || return 1; done
 }
