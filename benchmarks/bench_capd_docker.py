@@ -125,7 +125,13 @@ def prepare(plane: LocalPlane) -> tuple[DockerEngine, Any, Any]:
     engine = dockerenv.recorded_engine(plane)
     if engine is None:
         raise RuntimeError("no Docker provider recorded: run calibrator env up --provider docker")
-    mgmt = api_client(plane.kubeconfig)
+    return prepare_on(engine, plane.kubeconfig)
+
+
+def prepare_on(engine: DockerEngine, kubeconfig: Path) -> tuple[DockerEngine, Any, Any]:
+    """As ``prepare``, for any management cluster and engine: the process plane, or a kind
+    management cluster running CAPI as pods (``tools/e2e-kind.sh``)."""
+    mgmt = api_client(kubeconfig)
     dyn = dynamic(mgmt)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     apply_all(dyn, [namespace, *cluster_class_objects(NS, backend="docker"), *cni_objects(NS)])
@@ -134,7 +140,14 @@ def prepare(plane: LocalPlane) -> tuple[DockerEngine, Any, Any]:
 
 def create_and_time(plane: LocalPlane, name: str, version: str, timeout: float) -> dict[str, Any]:
     """Create the cluster and poll until every milestone holds or ``timeout``; the summary."""
-    engine, mgmt, dyn = prepare(plane)
+    return timed_creation(prepare(plane), name, version, timeout)
+
+
+def timed_creation(
+    prepared: tuple[DockerEngine, Any, Any], name: str, version: str, timeout: float
+) -> dict[str, Any]:
+    """``create_and_time`` on prepared clients (see ``prepare`` and ``prepare_on``)."""
+    engine, mgmt, dyn = prepared
     began = time.monotonic()
     apply_all(dyn, cluster_objects(name, NS, version, backend="docker", labels=CNI_LABEL))
     times: dict[str, float] = {}
@@ -216,20 +229,35 @@ def upgrade_and_time(plane: LocalPlane, name: str, target: str, timeout: float) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks.bench_capd_docker")
-    parser.add_argument("--state-dir", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--state-dir", type=Path, help="the process plane's state dir")
+    where.add_argument(
+        "--kubeconfig", type=Path, help="another management cluster (kind: tools/e2e-kind.sh)"
+    )
+    parser.add_argument(
+        "--docker-state-dir", type=Path, help="with --kubeconfig: the engine CAPD creates in"
+    )
     parser.add_argument("--version", default="v1.34.12")
     parser.add_argument("--name", default="d1")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--upgrade-to", default=None, help="then upgrade to this version, timed")
     args = parser.parse_args(argv)
-    plane = LocalPlane(args.state_dir)
+    if args.kubeconfig is not None and (args.docker_state_dir is None or args.upgrade_to):
+        parser.error("--kubeconfig needs --docker-state-dir and does not take --upgrade-to")
+    if args.state_dir is not None and args.docker_state_dir is not None:
+        parser.error("--docker-state-dir goes with --kubeconfig (the plane records its engine)")
     try:
-        doc = create_and_time(plane, args.name, args.version, args.timeout)
+        if args.kubeconfig is not None:
+            prepared = prepare_on(DockerEngine(args.docker_state_dir), args.kubeconfig)
+            doc = timed_creation(prepared, args.name, args.version, args.timeout)
+        else:
+            doc = create_and_time(LocalPlane(args.state_dir), args.name, args.version, args.timeout)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 2
     if doc["complete"] and args.upgrade_to:
+        plane = LocalPlane(args.state_dir)
         doc["upgrade"] = upgrade_and_time(plane, args.name, args.upgrade_to, args.timeout)
     print(json.dumps(doc, indent=2))
     if args.json:

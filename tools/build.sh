@@ -20,8 +20,12 @@
 #   tools/build.sh --set haproxy [--print-dir] [--force]
 #                               CAPD's load-balancer image from Debian's haproxy
 #                               (needs root and the Debian mirror, no engine)
+#   tools/build.sh --set capi-images [--print-dir] [--force]
+#                               clusterctl, kustomize, the CAPI manager and cert-manager
+#                               images, a clusterctl local repository (needs root and
+#                               the control-plane set; no engine)
 #
-# Sets: control-plane (the default), pulumi, kind and haproxy.  Only the bin dir is written
+# Sets: control-plane (the default), pulumi, kind, haproxy and capi-images.  Only the bin dir is written
 # to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
 # BIN=$(tools/build.sh | tail -1) work.
 #
@@ -68,6 +72,14 @@ KIND_RECIPE_REVISION=4  # 3: etcd and CoreDNS per Kubernetes minor; 4: CoreDNS w
 # ClusterClass (capi-templates/docker) sets repository and tag to these.
 HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r2
 HAPROXY_RECIPE_REVISION=2  # 2: maxconn within a 20000 open-file limit
+# The capi-images set (tools/capi-images/build-set.sh): clusterctl, kustomize, helm, the manager
+# and cert-manager images and a clusterctl local repository, for a kind management cluster.
+# clusterctl uses CLUSTER_API_VERSION above; the images take the control-plane set's binaries.
+CAPI_IMAGES_KUSTOMIZE_VERSION=v5.7.1     # sigs.k8s.io/kustomize/kustomize/v5 (v5.8.x needs go >= 1.27)
+CAPI_IMAGES_HELM_VERSION=v3.19.5         # helm.sh/helm/v3: only renders cert-manager's chart
+CAPI_IMAGES_CERT_MANAGER_VERSION=v1.11.5 # newest cert-manager whose mains are in its root module
+CAPI_IMAGES_REPOSITORY=fleet-calibrator  # our images: fleet-calibrator/<upstream image name>:<version>
+CAPI_IMAGES_RECIPE_REVISION=1
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -92,7 +104,7 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -101,7 +113,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
-    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind or haproxy"; }
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind, haproxy or capi-images"; }
            SET=$2; shift ;;
     --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
@@ -110,8 +122,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 case "$SET" in
-  control-plane|pulumi|kind|haproxy) ;;
-  *) die "unknown set: $SET (control-plane, pulumi, kind or haproxy)" ;;
+  control-plane|pulumi|kind|haproxy|capi-images) ;;
+  *) die "unknown set: $SET (control-plane, pulumi, kind, haproxy or capi-images)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
@@ -129,6 +141,12 @@ if [[ $SET == haproxy ]]; then
   # shellcheck source=kind/haproxy-set.sh
   source "$TOOLS_DIR/kind/haproxy-set.sh"
   haproxy_set_main
+  exit 0
+fi
+if [[ $SET == capi-images ]]; then
+  # shellcheck source=capi-images/build-set.sh
+  source "$TOOLS_DIR/capi-images/build-set.sh"
+  capi_images_set_main
   exit 0
 fi
 if [[ $SET == kind ]]; then
