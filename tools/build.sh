@@ -20,8 +20,12 @@
 #   tools/build.sh --set haproxy [--print-dir] [--force]
 #                               CAPD's load-balancer image from Debian's haproxy
 #                               (needs root and the Debian mirror, no engine)
+#   tools/build.sh --set worker [--print-dir] [--force]
+#                               the worker image's base: Debian's python3 on a
+#                               minbase root (root, Debian mirror, no engine);
+#                               tools/worker/build-image.sh builds the worker on it
 #
-# Sets: control-plane (the default), pulumi, kind and haproxy.  Only the bin dir is written
+# Sets: control-plane (the default), pulumi, kind, haproxy and worker.  Only the bin dir is written
 # to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
 # BIN=$(tools/build.sh | tail -1) work.
 #
@@ -68,6 +72,10 @@ KIND_RECIPE_REVISION=4  # 3: etcd and CoreDNS per Kubernetes minor; 4: CoreDNS w
 # ClusterClass (capi-templates/docker) sets repository and tag to these.
 HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r2
 HAPROXY_RECIPE_REVISION=2  # 2: maxconn within a 20000 open-file limit
+# The worker set (tools/worker/base-set.sh): the base of deploy/Dockerfile, Debian's python3 on
+# KIND_DEBIAN_SUITE; the Dockerfile's default BASE names the same image (a unit test compares).
+WORKER_BASE_IMAGE=fleet-calibrator/python:3.11-bookworm-r1
+WORKER_RECIPE_REVISION=1
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -92,7 +100,7 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -101,7 +109,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
-    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind or haproxy"; }
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind, haproxy or worker"; }
            SET=$2; shift ;;
     --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
@@ -110,8 +118,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 case "$SET" in
-  control-plane|pulumi|kind|haproxy) ;;
-  *) die "unknown set: $SET (control-plane, pulumi, kind or haproxy)" ;;
+  control-plane|pulumi|kind|haproxy|worker) ;;
+  *) die "unknown set: $SET (control-plane, pulumi, kind, haproxy or worker)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
@@ -129,6 +137,12 @@ if [[ $SET == haproxy ]]; then
   # shellcheck source=kind/haproxy-set.sh
   source "$TOOLS_DIR/kind/haproxy-set.sh"
   haproxy_set_main
+  exit 0
+fi
+if [[ $SET == worker ]]; then
+  # shellcheck source=worker/base-set.sh
+  source "$TOOLS_DIR/worker/base-set.sh"
+  worker_set_main
   exit 0
 fi
 if [[ $SET == kind ]]; then
