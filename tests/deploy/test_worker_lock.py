@@ -2,7 +2,8 @@
 
 deploy/requirements.in is pyproject.toml's [project] dependencies without the packages the
 worker never imports; deploy/requirements.lock pins every package of its closure with hashes
-(pip-compile, the command in requirements.in's header), and deploy/Dockerfile installs it with
+(pip-compile, the commands in requirements.in's header), at the versions of the full project's
+resolution (deploy/project-constraints.txt), and deploy/Dockerfile installs it with
 ``--require-hashes --no-deps``. A dependency added to or changed in pyproject.toml without
 regenerating the lock fails here, not in an image that lacks it.
 """
@@ -30,7 +31,7 @@ def requirements(text: str, where: str) -> dict[str, Requirement]:
     out: dict[str, Requirement] = {}
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
-        if not line:
+        if not line or line.startswith("-"):
             continue
         req = Requirement(line)
         out[canonicalize_name(req.name)] = req
@@ -108,15 +109,23 @@ def satisfied(
     return problems
 
 
-def command_of(text: str) -> str | None:
-    """The pip-compile command line a file's header names."""
-    match = re.search(r"^#\s+(pip-compile .+)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else None
+def commands(text: str) -> list[str]:
+    """The pip-compile command lines a file's header names."""
+    return [m.strip() for m in re.findall(r"^#\s+(pip-compile .+)$", text, re.MULTILINE)]
 
 
-def lock_problems(pyproject: str, requirements_in: str, lock: str) -> list[str]:
+def made_as_said(made: str, said: str, what: str) -> list[str]:
+    """A generated file's command is the one its source file documents."""
+    got = commands(made)
+    if len(got) == 1 and got[0] in commands(said):
+        return []
+    return [f"{what} was not made by a command requirements.in names"]
+
+
+def lock_problems(pyproject: str, requirements_in: str, constraints: str, lock: str) -> list[str]:
     """How the runtime lock disagrees with pyproject.toml's dependencies (empty: it agrees)."""
     project = [Requirement(d) for d in tomllib.loads(pyproject)["project"]["dependencies"]]
+    full = locked(constraints, "project-constraints.txt")
     expected: dict[str, Requirement] = {
         canonicalize_name(r.name): r for r in project if canonicalize_name(r.name) not in EXCLUDED
     }
@@ -134,8 +143,20 @@ def lock_problems(pyproject: str, requirements_in: str, lock: str) -> list[str]:
     problems += [f"requirements.lock: {n} is left out of the image" for n in EXCLUDED & pins.keys()]
     problems += pin_problems(pins, "requirements.lock")
     problems += satisfied(listed, pins, "requirements.lock")
-    if command_of(lock) is None or command_of(lock) != command_of(requirements_in):
-        problems.append("requirements.lock was not made by the command requirements.in names")
+    problems += made_as_said(lock, requirements_in, "requirements.lock")
+    # The full resolution: every project dependency, the left-out ones too, and the image's pins
+    # equal to it, so the image runs the versions `pip install .` (and the test suite) gets.
+    problems += satisfied(
+        {canonicalize_name(r.name): r for r in project}, full, "project-constraints.txt"
+    )
+    problems += made_as_said(constraints, requirements_in, "project-constraints.txt")
+    if "-c project-constraints.txt" not in requirements_in.splitlines():
+        problems.append("requirements.in does not constrain with project-constraints.txt")
+    for name, (req, _) in sorted(pins.items()):
+        if name in full and pinned_version(full[name][0]) != pinned_version(req):
+            problems.append(
+                f"requirements.lock: {req} but project-constraints.txt has {full[name][0]}"
+            )
     return problems
 
 
@@ -146,9 +167,7 @@ def build_lock_problems(pyproject: str, requirements_in: str, lock: str) -> list
     pins = locked(lock, "build-requirements.lock")
     problems = pin_problems(pins, "build-requirements.lock")
     problems += satisfied(wanted, pins, "build-requirements.lock")
-    if command_of(lock) is None or command_of(lock) != command_of(requirements_in):
-        problems.append("build-requirements.lock was not made by the command its .in names")
-    return problems
+    return problems + made_as_said(lock, requirements_in, "build-requirements.lock")
 
 
 def read(name: str) -> str:
@@ -157,12 +176,16 @@ def read(name: str) -> str:
 
 
 def problems(
-    pyproject: str | None = None, requirements_in: str | None = None, lock: str | None = None
+    pyproject: str | None = None,
+    requirements_in: str | None = None,
+    lock: str | None = None,
+    constraints: str | None = None,
 ) -> list[str]:
     """lock_problems of the committed files, any of them replaced."""
     return lock_problems(
         read("pyproject.toml") if pyproject is None else pyproject,
         read("deploy/requirements.in") if requirements_in is None else requirements_in,
+        read("deploy/project-constraints.txt") if constraints is None else constraints,
         read("deploy/requirements.lock") if lock is None else lock,
     )
 
@@ -184,15 +207,21 @@ def test_the_committed_build_lock_covers_the_build_backend() -> None:
 
 def test_a_new_dependency_without_a_new_lock_is_found() -> None:
     pyproject = read("pyproject.toml").replace('"typer>=0.12",', '"typer>=0.12",\n  "httpx>=0.27",')
-    assert problems(pyproject) == ["requirements.in: httpx>=0.27 of pyproject.toml is missing"]
+    assert problems(pyproject) == [
+        "requirements.in: httpx>=0.27 of pyproject.toml is missing",
+        "project-constraints.txt: httpx is not in the lock",
+    ]
 
 
 def test_a_raised_floor_the_lock_does_not_meet_is_found() -> None:
     pyproject = read("pyproject.toml").replace('"semver>=3.0.2"', '"semver>=99"')
     requirements_in = read("deploy/requirements.in").replace("semver>=3.0.2", "semver>=99")
     found = problems(pyproject, requirements_in)
-    assert len(found) == 1
+    assert len(found) == 2
     assert re.fullmatch(r"requirements.lock: semver==\S+ does not satisfy semver>=99", found[0])
+    assert re.fullmatch(
+        r"project-constraints.txt: semver==\S+ does not satisfy semver>=99", found[1]
+    )
 
 
 def test_a_changed_specifier_not_copied_to_requirements_in_is_found() -> None:
@@ -222,7 +251,7 @@ def test_an_unhashed_or_unpinned_entry_is_found() -> None:
 def test_a_lock_made_by_another_command_is_found() -> None:
     lock = read("deploy/requirements.lock").replace("--generate-hashes ", "", 1)
     assert problems(lock=lock) == [
-        "requirements.lock was not made by the command requirements.in names"
+        "requirements.lock was not made by a command requirements.in names"
     ]
 
 
@@ -236,3 +265,22 @@ def test_the_dockerfile_builds_from_the_base_tools_build_makes() -> None:
     )
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert f"ARG BASE={pinned}\n" in dockerfile
+
+
+def test_a_lock_that_strays_from_the_full_resolution_is_found() -> None:
+    full = read("deploy/project-constraints.txt")
+    version = re.search(r"^protobuf==(\S+)$", full, re.MULTILINE)
+    assert version is not None
+    lock = read("deploy/requirements.lock").replace(f"protobuf=={version[1]} ", "protobuf==7.0.0 ")
+    assert problems(lock=lock) == [
+        f"requirements.lock: protobuf==7.0.0 but project-constraints.txt has protobuf=={version[1]}"
+    ]
+
+
+def test_a_full_resolution_older_than_pyproject_is_found() -> None:
+    pyproject = read("pyproject.toml").replace('"pulumi>=3.140"', '"pulumi>=99"')
+    found = problems(pyproject)
+    assert len(found) == 1
+    assert re.fullmatch(
+        r"project-constraints.txt: pulumi==\S+ does not satisfy pulumi>=99", found[0]
+    )
