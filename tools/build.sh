@@ -74,8 +74,8 @@ HAPROXY_IMAGE=fleet-calibrator/haproxy:bookworm-r2
 HAPROXY_RECIPE_REVISION=2  # 2: maxconn within a 20000 open-file limit
 # The worker set (tools/worker/base-set.sh): the base of deploy/Dockerfile, Debian's python3 on
 # KIND_DEBIAN_SUITE; the Dockerfile's default BASE names the same image (a unit test compares).
-WORKER_BASE_IMAGE=fleet-calibrator/python:3.11-bookworm-r1
-WORKER_RECIPE_REVISION=1
+WORKER_BASE_IMAGE=fleet-calibrator/python:3.11-bookworm-r2
+WORKER_RECIPE_REVISION=2  # 2: the standard library's bytecode valid in the layer (unchecked hashes)
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

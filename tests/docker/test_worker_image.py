@@ -84,6 +84,21 @@ def run(engine: DockerEngine, image: str, *args: str, entrypoint: str | None = N
     return docker(engine, "run", "--rm", "--network", "none", "--read-only", *extra, image, *args)
 
 
+def run_stderr(engine: DockerEngine, image: str, *args: str) -> str:
+    """A python3 run's stderr (python3 -v writes its import trace there)."""
+    argv = ["docker", "run", "--rm", "--network", "none", "--read-only", "--entrypoint", "python3"]
+    done = subprocess.run(
+        [*argv, image, *args],
+        env={**os.environ, "DOCKER_HOST": f"unix://{engine.socket}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr
+
+
 @pytest.mark.timeout(2400)
 def test_the_cli_and_the_worker_command_start(engine: DockerEngine, image: str) -> None:
     assert "worker" in run(engine, image, "--help")
@@ -107,3 +122,13 @@ def test_the_image_runs_as_10001_with_no_compiler_pip_or_sources(
         "ls -d /src /wheelhouse /dist /opt/build 2>/dev/null || true"
     )
     assert run(engine, image, "-c", script, entrypoint="sh").split() == ["10001", "10001"]
+
+
+@pytest.mark.timeout(2400)
+def test_the_bytecode_in_the_image_is_used_as_it_is(engine: DockerEngine, image: str) -> None:
+    """Stale .pyc (standard library or venv) would be compiled again at every start."""
+    trace = run_stderr(engine, image, "-v", "-c", "import workflows.worker")
+    assert "# code object from '/usr/lib/python3.11/" in trace
+    assert "# code object from '/opt/calibrator/lib/python3.11/site-packages/" in trace
+    stale = [line for line in trace.splitlines() if "stale" in line or "could not create" in line]
+    assert stale == []

@@ -79,6 +79,15 @@ worker_set_main() {
   # (gcc-12-base, which libgcc needs, is a directory of docs, not a compiler.)
   compilers=$(cd "$root/usr/bin" && ls -d cc c++ gcc g++ cpp clang ld as x86_64-linux-gnu-gcc* 2>/dev/null || true)
   [[ -z $compilers ]] || die "[worker] a compiler came into the root: $compilers"
+  # Debian compiled the standard library with source timestamps, which the layer's fixed mtimes
+  # (tar --mtime=@0) would make stale: every start of a read-only container would compile it
+  # again in memory. Unchecked hash-based bytecode holds no mtime and is never rechecked (the
+  # image is immutable); a fixed hash seed keeps it byte-identical from build to build.
+  chroot "$root" env PYTHONHASHSEED=0 python3 -m compileall -q -f \
+    --invalidation-mode unchecked-hash /usr/lib/python3.11 /usr/lib/python3/dist-packages >/dev/null \
+    || die "[worker] compiling the standard library failed"
+  [[ $(od -A n -t x1 -j 4 -N 1 "$root/usr/lib/python3.11/encodings/__pycache__/__init__.cpython-311.pyc") == " 01" ]] \
+    || die "[worker] the standard library's bytecode is not unchecked-hash"
   # A container needs no package lists, docs, man pages, locales or the build host's names.
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/var/log/* \
     "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/locale/* \
