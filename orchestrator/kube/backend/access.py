@@ -351,13 +351,14 @@ class KubeAccess:
         if self._mgmt is None:
             return True
         try:
-            self._mgmt.call_api(
-                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=self._requests.timeout,
-            )  # fmt: skip
+            request = self._mgmt.param_serialize(
+                method="GET", resource_path="/readyz", auth_settings=["BearerToken"]
+            )
+            answer = self._mgmt.call_api(*request, _request_timeout=self._requests.timeout)
+            answer.read()  # the body, so the connection goes back to the pool
+            return int(answer.status) == 200
         except Exception:
             return False
-        return True
 
     @staticmethod
     def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:
