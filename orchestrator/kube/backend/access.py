@@ -115,6 +115,7 @@ class KubeAccess:
         mgmt: Any,
         namespace: str | None = None,
         *,
+        plan_namespace: str | None = None,
         dyn: Any = None,
         tracer: Any = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
@@ -131,6 +132,9 @@ class KubeAccess:
             harden(mgmt, requests, self.retried)
         self._dyn = dyn if dyn is not None else dynamic(mgmt)
         self._namespace = namespace
+        # Where the calibration plans are kept (``blobs``): given, else the fleet's one namespace,
+        # else ``default`` (the worker in a pod passes its own namespace: docs/decisions.md).
+        self._plan_namespace = plan_namespace or namespace or "default"
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
