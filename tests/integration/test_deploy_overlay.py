@@ -272,7 +272,11 @@ async def _run_until_waiting(client: Client, selector: str) -> tuple[str, Calibr
     deadline = time.monotonic() + CALIBRATION_TIMEOUT
     while True:
         progress = await status(client, handle.id)
-        if progress.phase == Phase.AWAITING_DECISIONS:
+        # A failed canary halts the run (HALTED) until someone decides; a failed cluster in a
+        # later wave leaves it AWAITING_DECISIONS. Either way the cluster waits for a decision.
+        if progress.phase in (Phase.HALTED, Phase.AWAITING_DECISIONS) and any(
+            c.state == ClusterState.WAITING_FOR_DECISION for c in progress.clusters
+        ):
             return handle.id, progress
         assert progress.phase not in (Phase.COMPLETED, Phase.FAILED, Phase.ABORTED), progress
         assert time.monotonic() < deadline, f"no decision awaited after {CALIBRATION_TIMEOUT}s"
