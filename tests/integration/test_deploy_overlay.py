@@ -370,7 +370,9 @@ def test_the_example_overlay_deploys_a_worker_that_calibrates_every_listed_names
             assert "default" not in blobs, blobs
             await asyncio.to_thread(_untouched, dyn)
             await abort(env.client, calibration_id, "the namespace is not ours to calibrate")
-            ended = await env.client.get_workflow_handle(calibration_id).result()
+            ended = await env.client.get_workflow_handle(
+                calibration_id, result_type=CalibrationProgress
+            ).result()
             return done, calibration_id, waiting, ended
         finally:
             await asyncio.to_thread(_stop, replicas)
