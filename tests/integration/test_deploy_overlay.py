@@ -125,6 +125,14 @@ def fleet(dyn: DynamicClient) -> Iterator[None]:
     try:
         yield
     finally:
+        # The workload and its decision too: later tests read every namespace.
+        for kind in (fleetapi.PLACEMENT_DECISION, fleetapi.FLEET_WORKLOAD):
+            try:
+                fleetapi.resource(dyn, kind).delete(
+                    name="web", namespace="fleet-eu", _request_timeout=REQUEST_TIMEOUT
+                )
+            except Exception as err:
+                print(f"delete {kind[1]} fleet-eu/web: {err}")
         for name, ns in everything.items():
             try:
                 clusters.delete(name=name, namespace=ns, _request_timeout=REQUEST_TIMEOUT)
