@@ -195,7 +195,9 @@ def test_403_on_the_kubeconfig_secret_is_not_allowed_not_unreachable(
     with pytest.raises(ApplicationError) as caught:
         _preflight(backend)
     assert caught.value.type == NOT_ALLOWED and caught.value.non_retryable
-    assert "is forbidden" in caught.value.message and "deploy/rbac" in caught.value.message
+    assert (
+        "is forbidden" in caught.value.message and "deploy/fleet-namespace" in caught.value.message
+    )
 
 
 def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
