@@ -17,7 +17,7 @@ from kubernetes.client import ApiException
 
 from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
-from orchestrator.kube.backend.port import NotFoundError
+from orchestrator.kube.backend.port import NotAllowedError, NotFoundError
 from orchestrator.kube.client import dynamic
 from tests.integration.conftest import (
     WORKER_SA,
@@ -171,10 +171,7 @@ def test_the_deployments_all_namespaces_worker_is_allowed_what_it_does(
     assert stored.metadata is not None and stored.metadata.namespace == home
     assert asyncio.run(backend.get_blob(digest)) == data
     asyncio.run(backend.delete_blob(digest))
-    # Where a worker outside a pod would put them (`default`) it may store nothing.
-    _refused(
-        lambda: client.CoreV1Api(api).create_namespaced_config_map(
-            "default",
-            client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"calibrator-blob-{digest}")),
-        )
-    )
+    # Where a worker outside a pod would put them (`default`) it may store nothing, and the
+    # backend says so at once: the API server is ready (/readyz), so its 403 is final.
+    with pytest.raises(NotAllowedError, match="forbidden"):
+        asyncio.run(KubeFleetBackend(api, plan_namespace="default").put_blob(digest, data))
