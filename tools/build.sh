@@ -112,6 +112,32 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# one_layer_image ROOT TAG OUT SET CONFIG: a `docker save` archive (an image config and one layer)
+# of the directory ROOT, tagged TAG, written to OUT without a Docker engine, for the sets whose
+# images are a root filesystem and nothing else (haproxy, worker, capi-images). Entries are
+# sorted, owners numeric and mtimes 0, so the same ROOT gives the same image ID. CONFIG is the
+# image's "config" object (Env, Entrypoint, User, ...) as JSON.
+one_layer_image() {
+  local root=$1 tag=$2 out=$3 set=$4 image_config=$5 d layer_sha config config_sha
+  local created=1970-01-01T00:00:00Z
+  d=$(mktemp -d "$CACHE_ROOT/.tmp-$set-img.XXXXXX")
+  tar -C "$root" --numeric-owner --sort=name --mtime=@0 -cf "$d/layer.tar" . \
+    || die "[$set] tar of $root failed"
+  layer_sha=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
+  mkdir -p "$d/$layer_sha"
+  mv "$d/layer.tar" "$d/$layer_sha/layer.tar"
+  config=$(printf '{"architecture":"%s","os":"linux","created":"%s","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"tools/build.sh --set %s"}]}' \
+    "$(go env GOARCH)" "$created" "$image_config" "$layer_sha" "$created" "$set")
+  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
+  printf '%s' "$config" >"$d/$config_sha.json"
+  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
+    "$config_sha" "$tag" "$layer_sha" >"$d/manifest.json"
+  printf '{"%s":{"%s":"%s"}}' "${tag%:*}" "${tag##*:}" "$config_sha" >"$d/repositories"
+  tar -C "$d" -cf "$out" manifest.json repositories "$config_sha.json" "$layer_sha" \
+    || die "[$set] writing $out failed"
+  rm -rf "$d"
+}
+
 usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build

@@ -22,28 +22,6 @@ worker_complete_dir() {
   [[ -f $1/images/worker-base.tar && -f $1/manifest.json ]]
 }
 
-# worker_image_archive ROOT TAG OUT: a docker-save archive (image config + one layer) of ROOT.
-worker_image_archive() {
-  local root=$1 tag=$2 out=$3 d layer_sha config config_sha created
-  d=$(mktemp -d "$CACHE_ROOT/.tmp-worker-img.XXXXXX")
-  tar -C "$root" --numeric-owner --sort=name --mtime=@0 -cf "$d/layer.tar" . \
-    || die "[worker] tar of the root failed"
-  layer_sha=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
-  mkdir -p "$d/$layer_sha"
-  mv "$d/layer.tar" "$d/$layer_sha/layer.tar"
-  created=1970-01-01T00:00:00Z
-  config=$(printf '{"architecture":"%s","os":"linux","created":"%s","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"Cmd":["python3"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"tools/build.sh --set worker"}]}' \
-    "$(go env GOARCH)" "$created" "$layer_sha" "$created")
-  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-  printf '%s' "$config" >"$d/$config_sha.json"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-    "$config_sha" "$tag" "$layer_sha" >"$d/manifest.json"
-  printf '{"%s":{"%s":"%s"}}' "${tag%:*}" "${tag##*:}" "$config_sha" >"$d/repositories"
-  tar -C "$d" -cf "$out" manifest.json repositories "$config_sha.json" "$layer_sha" \
-    || die "[worker] writing $out failed"
-  rm -rf "$d"
-}
-
 worker_set_main() {
   local key dir
   key=$(worker_cache_key)
@@ -95,7 +73,8 @@ worker_set_main() {
   : >"$root/etc/resolv.conf"
   printf 'localhost\n' >"$root/etc/hostname"
   mkdir -p "$WORKER_OUT/images"
-  worker_image_archive "$root" "$WORKER_BASE_IMAGE" "$WORKER_OUT/images/worker-base.tar"
+  one_layer_image "$root" "$WORKER_BASE_IMAGE" "$WORKER_OUT/images/worker-base.tar" worker \
+    '{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"Cmd":["python3"]}'
   rm -rf "$root"
   timings+=$'\n'"image $((SECONDS - t0))"$'\n'"total $((SECONDS - t_all))"
   printf '%s\n' "$timings" >"$WORKER_OUT/build-seconds.txt"
