@@ -70,9 +70,16 @@ VALID: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def namespace(dyn: DynamicClient) -> str:
+def namespace(dyn: DynamicClient) -> Iterator[str]:
     apply_all(dyn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
-    return NS
+    yield NS
+    # This module's FleetWorkloads name clusters that do not exist: a later test on the same
+    # plane that runs a worker without --namespace (which reads every namespace's workloads)
+    # would plan them and fail. So they go with the module.
+    for kind in (fleetapi.FLEET_WORKLOAD, fleetapi.PLACEMENT_DECISION):
+        fleetapi.resource(dyn, kind).delete(
+            namespace=NS, field_selector=f"metadata.namespace={NS}", _request_timeout=60
+        )
 
 
 def _crds(dyn: DynamicClient) -> dict[str, dict[str, Any]]:

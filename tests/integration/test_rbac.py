@@ -19,6 +19,7 @@ from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import NotAllowedError, NotFoundError
 from orchestrator.kube.client import dynamic
+from orchestrator.kube.fleetapi import FLEET_WORKLOAD, PLACEMENT_DECISION
 from tests.integration.conftest import (
     WORKER_SA,
     WorkerIdentity,
@@ -27,6 +28,17 @@ from tests.integration.conftest import (
 )
 
 pytestmark = pytest.mark.integration
+
+# What a worker without --namespace LISTs across every namespace (deploy/rbac/clusterrole.yaml).
+ALL_NAMESPACES_LISTS = (
+    capi.CLUSTER,
+    capi.CLUSTER_CLASS,
+    capi.KUBEADM_CONTROL_PLANE,
+    capi.MACHINE_DEPLOYMENT,
+    capi.MACHINE,
+    FLEET_WORKLOAD,
+    PLACEMENT_DECISION,
+)
 
 BOUND, UNBOUND = "calibrator-rbac-bound", "calibrator-rbac-unbound"
 
@@ -163,7 +175,13 @@ def test_the_deployments_all_namespaces_worker_is_allowed_what_it_does(
     api = worker_identity.client()
     home = WORKER_SA[0]
     backend = KubeFleetBackend(api, plan_namespace=home)
-    asyncio.run(backend.inventory())  # every namespace's Clusters, KCPs, MDs, FleetWorkloads
+    # Every kind the inventory and the placement writer LIST, across all namespaces. Listed, not
+    # parsed: the plane is shared with other test files, whose namespaces may hold objects that
+    # are invalid on purpose (what is asserted here is the role, not their content).
+    dyn = dynamic(api)
+    for api_version, kind in ALL_NAMESPACES_LISTS:
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        resource.get(limit=1)  # a 403 here raises: the ClusterRole lacks a cluster-wide list
     data = b'{"plan": "kept in the worker\'s own namespace"}'
     digest = hashlib.sha256(data).hexdigest()
     asyncio.run(backend.put_blob(digest, data))
