@@ -24,8 +24,12 @@
 #                               clusterctl, kustomize, the CAPI manager and cert-manager
 #                               images, a clusterctl local repository (needs root and
 #                               the control-plane set; no engine)
+#   tools/build.sh --set worker [--print-dir] [--force]
+#                               the worker image's base: Debian's python3 on a
+#                               minbase root (root, Debian mirror, no engine);
+#                               tools/worker/build-image.sh builds the worker on it
 #
-# Sets: control-plane (the default), pulumi, kind, haproxy and capi-images.  Only the bin dir is written
+# Sets: control-plane (the default), pulumi, kind, haproxy, capi-images and worker.  Only the bin dir is written
 # to stdout (progress goes to stderr), so both BIN=$(tools/build.sh) and
 # BIN=$(tools/build.sh | tail -1) work.
 #
@@ -80,6 +84,10 @@ CAPI_IMAGES_HELM_VERSION=v3.19.5         # helm.sh/helm/v3: only renders cert-ma
 CAPI_IMAGES_CERT_MANAGER_VERSION=v1.11.5 # newest cert-manager whose mains are in its root module
 CAPI_IMAGES_REPOSITORY=fleet-calibrator  # our images: fleet-calibrator/<upstream image name>:<version>
 CAPI_IMAGES_RECIPE_REVISION=1
+# The worker set (tools/worker/base-set.sh): the base of deploy/Dockerfile, Debian's python3 on
+# KIND_DEBIAN_SUITE; the Dockerfile's default BASE names the same image (a unit test compares).
+WORKER_BASE_IMAGE=fleet-calibrator/python:3.11-bookworm-r2
+WORKER_RECIPE_REVISION=2  # 2: the standard library's bytecode valid in the layer (unchecked hashes)
 # ---------------------------------------------------------------------------
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -104,7 +112,33 @@ WRAPPER_MODULES=(kube etcd capi)
 log() { printf '[tools/build.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+# one_layer_image ROOT TAG OUT SET CONFIG: a `docker save` archive (an image config and one layer)
+# of the directory ROOT, tagged TAG, written to OUT without a Docker engine, for the sets whose
+# images are a root filesystem and nothing else (haproxy, worker, capi-images). Entries are
+# sorted, owners numeric and mtimes 0, so the same ROOT gives the same image ID. CONFIG is the
+# image's "config" object (Env, Entrypoint, User, ...) as JSON.
+one_layer_image() {
+  local root=$1 tag=$2 out=$3 set=$4 image_config=$5 d layer_sha config config_sha
+  local created=1970-01-01T00:00:00Z
+  d=$(mktemp -d "$CACHE_ROOT/.tmp-$set-img.XXXXXX")
+  tar -C "$root" --numeric-owner --sort=name --mtime=@0 -cf "$d/layer.tar" . \
+    || die "[$set] tar of $root failed"
+  layer_sha=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
+  mkdir -p "$d/$layer_sha"
+  mv "$d/layer.tar" "$d/$layer_sha/layer.tar"
+  config=$(printf '{"architecture":"%s","os":"linux","created":"%s","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"tools/build.sh --set %s"}]}' \
+    "$(go env GOARCH)" "$created" "$image_config" "$layer_sha" "$created" "$set")
+  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
+  printf '%s' "$config" >"$d/$config_sha.json"
+  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
+    "$config_sha" "$tag" "$layer_sha" >"$d/manifest.json"
+  printf '{"%s":{"%s":"%s"}}' "${tag%:*}" "${tag##*:}" "$config_sha" >"$d/repositories"
+  tar -C "$d" -cf "$out" manifest.json repositories "$config_sha.json" "$layer_sha" \
+    || die "[$set] writing $out failed"
+  rm -rf "$d"
+}
+
+usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -113,7 +147,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
     --force) FORCE=1 ;;
-    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind, haproxy or capi-images"; }
+    --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind, haproxy, capi-images or worker"; }
            SET=$2; shift ;;
     --set=*) SET=${1#--set=} ;;
     -h|--help) usage; exit 0 ;;
@@ -122,8 +156,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 case "$SET" in
-  control-plane|pulumi|kind|haproxy|capi-images) ;;
-  *) die "unknown set: $SET (control-plane, pulumi, kind, haproxy or capi-images)" ;;
+  control-plane|pulumi|kind|haproxy|capi-images|worker) ;;
+  *) die "unknown set: $SET (control-plane, pulumi, kind, haproxy, capi-images or worker)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "the go command is not on PATH"
@@ -147,6 +181,12 @@ if [[ $SET == capi-images ]]; then
   # shellcheck source=capi-images/build-set.sh
   source "$TOOLS_DIR/capi-images/build-set.sh"
   capi_images_set_main
+  exit 0
+fi
+if [[ $SET == worker ]]; then
+  # shellcheck source=worker/base-set.sh
+  source "$TOOLS_DIR/worker/base-set.sh"
+  worker_set_main
   exit 0
 fi
 if [[ $SET == kind ]]; then

@@ -143,6 +143,25 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def plan_namespace(kubeconfig: str, namespace: str | None) -> str:
+    """The namespace the worker keeps calibration plans in (its plan-store RoleBinding's).
+
+    ``--namespace`` when given (the fleet's one namespace, as before). Without it the worker
+    calibrates every namespace, and the plans go to a namespace of the worker's own: in a pod
+    (``IN_CLUSTER``), the pod's, read from the ServiceAccount's ``namespace`` file as client-go's
+    in-cluster config does, so deploy/'s RoleBinding (in the ServiceAccount's namespace) always
+    matches it, whatever namespace an overlay installs into; outside a pod ``default``, as
+    before (docs/decisions.md, "The worker's plan namespace").
+    """
+    from orchestrator.kube.client import IN_CLUSTER, in_cluster_namespace
+
+    if namespace:
+        return namespace
+    if kubeconfig == IN_CLUSTER:
+        return in_cluster_namespace()
+    return "default"
+
+
 def register(app: typer.Typer) -> None:
     """Add the Temporal commands to the main app."""
 
@@ -168,8 +187,10 @@ def register(app: typer.Typer) -> None:
         connection = resolve(temporal)  # bad connection settings fail before anything starts
         telemetry = worker_telemetry(metrics_address)
         try:
+            config = kubeconfig_path(kubeconfig)
+            plans = plan_namespace(config, namespace)
             backend = KubeFleetBackend.from_kubeconfig(
-                kubeconfig_path(kubeconfig), context, namespace=namespace, tracer=telemetry.tracer
+                config, context, namespace=namespace, plan_namespace=plans, tracer=telemetry.tracer
             )
             try:
                 backend.check_api()
@@ -183,8 +204,9 @@ def register(app: typer.Typer) -> None:
                 from rich.console import Console
 
                 Console(stderr=True).print(
-                    f"worker connected to {connection.describe()}; {telemetry.describe()}; "
-                    "Ctrl-C to stop"
+                    f"worker connected to {connection.describe()}; "
+                    f"fleet: {f'namespace {namespace}' if namespace else 'all namespaces'}, "
+                    f"plans in namespace {plans}; {telemetry.describe()}; Ctrl-C to stop"
                 )
                 await run_worker(client, backend)
 

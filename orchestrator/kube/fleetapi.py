@@ -71,12 +71,19 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 # ------------------------------------------------------------------------------------ CRDs
 
 
+CRD_KUSTOMIZATION = "kustomization.yaml"
+
+
 def crd_manifests() -> list[dict[str, Any]]:
-    """The CustomResourceDefinitions of calibrator.dev, from the package data."""
+    """The CustomResourceDefinitions of calibrator.dev, from the package data.
+
+    The folder also holds ``kustomization.yaml``, which makes the same files part of
+    ``kubectl apply -k`` of deploy/ (one copy of the CRDs); it is not a CRD.
+    """
     folder = package_data.files("orchestrator.kube").joinpath("crds")
     docs: list[dict[str, Any]] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
+        if entry.name.endswith(".yaml") and entry.name != CRD_KUSTOMIZATION:
             docs += [d for d in yaml.safe_load_all(entry.read_text()) if d]
     return docs
 
@@ -114,8 +121,8 @@ def resource(dyn: Any, kind: tuple[str, str]) -> Any:
                 dyn.resources.invalidate_cache()  # installed after discovery was cached?
     raise ApiMissingError(
         f"the management cluster does not serve {kind[1]} ({API_VERSION}): install the "
-        "calibrator.dev CRDs (`calibrator env up` does; elsewhere `kubectl apply --server-side "
-        "-f orchestrator/kube/crds/`)"
+        "calibrator.dev CRDs (`calibrator env up` does; elsewhere `kubectl apply -k` of a "
+        "deploy/ overlay, or `kubectl apply --server-side -k orchestrator/kube/crds/`)"
     )
 
 

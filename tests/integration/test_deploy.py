@@ -1,4 +1,4 @@
-"""deploy/ (the worker's kustomize base) against the real kube-apiserver of the local plane.
+"""deploy/base (the worker's kustomize base) against the real kube-apiserver of the local plane.
 
 A server-side dry run runs every object through the API server's own validation and admission
 (schema, defaulting, the namespace and ServiceAccount existing), which a client-side render
@@ -27,7 +27,7 @@ from tests.integration.conftest import WorkerIdentity
 
 pytestmark = pytest.mark.integration
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "base"
 
 
 def _kubectl(plane: LocalPlane, *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,9 +17,14 @@ from kubernetes.client import ApiException
 
 from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
-from orchestrator.kube.backend.port import NotFoundError
+from orchestrator.kube.backend.port import NotAllowedError, NotFoundError
 from orchestrator.kube.client import dynamic
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from tests.integration.conftest import (
+    WORKER_SA,
+    WorkerIdentity,
+    grant_kubeconfig_reader,
+    grant_plan_store,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +150,28 @@ def test_the_role_is_enough_for_an_inventory_and_a_kubeconfig_read(
         asyncio.run(KubeFleetBackend(api, namespace=BOUND).get_blob(digest))
     # The dynamic client's discovery works under the role too (what the backend builds on).
     assert dynamic(api).resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+
+
+def test_the_deployments_all_namespaces_worker_is_allowed_what_it_does(
+    worker_identity: WorkerIdentity, namespaces: None
+) -> None:
+    """The Deployment's mode (no --namespace): cluster-wide LISTs, plans in the pod's namespace.
+
+    deploy/rbac binds the plan store in calibrator-system, the ServiceAccount's namespace, which
+    is where such a worker in a pod keeps its plans; in `default` it may store nothing.
+    """
+    api = worker_identity.client()
+    home = WORKER_SA[0]
+    backend = KubeFleetBackend(api, plan_namespace=home)
+    asyncio.run(backend.inventory())  # every namespace's Clusters, KCPs, MDs, FleetWorkloads
+    data = b'{"plan": "kept in the worker\'s own namespace"}'
+    digest = hashlib.sha256(data).hexdigest()
+    asyncio.run(backend.put_blob(digest, data))
+    stored = client.CoreV1Api(api).read_namespaced_config_map(f"calibrator-blob-{digest}", home)
+    assert stored.metadata is not None and stored.metadata.namespace == home
+    assert asyncio.run(backend.get_blob(digest)) == data
+    asyncio.run(backend.delete_blob(digest))
+    # Where a worker outside a pod would put them (`default`) it may store nothing, and the
+    # backend says so at once: the API server is ready (/readyz), so its 403 is final.
+    with pytest.raises(NotAllowedError, match="forbidden"):
+        asyncio.run(KubeFleetBackend(api, plan_namespace="default").put_blob(digest, data))

@@ -85,23 +85,8 @@ capi_images_build() {
 # Like upstream's distroless "static" images: the binary, CA certificates, passwd/group with
 # root and nonroot (65532), /tmp, and no shell. Fixed mtimes, so the same inputs give the same ID.
 capi_images_archive() {
-  local root=$1 tag=$2 user=$3 entrypoint=$4 out=$5 d layer_sha config config_sha
-  d=$(mktemp -d "$CAPI_WORK/img.XXXXXX")
-  tar -C "$root" --numeric-owner --sort=name --mtime=@0 -cf "$d/layer.tar" . \
-    || die "[capi-images] tar of $root failed"
-  layer_sha=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
-  mkdir -p "$d/$layer_sha"
-  mv "$d/layer.tar" "$d/$layer_sha/layer.tar"
-  config=$(printf '{"architecture":"%s","os":"linux","created":"1970-01-01T00:00:00Z","config":{"User":"%s","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],"Entrypoint":["%s"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"tools/build.sh --set capi-images"}]}' \
-    "$(go env GOARCH)" "$user" "$entrypoint" "$layer_sha")
-  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-  printf '%s' "$config" >"$d/$config_sha.json"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-    "$config_sha" "$tag" "$layer_sha" >"$d/manifest.json"
-  printf '{"%s":{"%s":"%s"}}' "${tag%:*}" "${tag##*:}" "$config_sha" >"$d/repositories"
-  tar -C "$d" -cf "$out" manifest.json repositories "$config_sha.json" "$layer_sha" \
-    || die "[capi-images] writing $out failed"
-  rm -rf "$d"
+  local root=$1 tag=$2 user=$3 entrypoint=$4 out=$5
+  one_layer_image "$root" "$tag" "$out" capi-images "$(printf '{"User":"%s","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],"Entrypoint":["%s"],"WorkingDir":"/"}' "$user" "$entrypoint")"
 }
 
 # capi_images_rootfs DIR BINARY PATH_IN_IMAGE: the distroless-like root with one binary.

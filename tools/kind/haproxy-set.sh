@@ -41,28 +41,6 @@ haproxy_complete_dir() {
   [[ -f $1/images/haproxy.tar && -f $1/manifest.json ]]
 }
 
-# haproxy_image_archive ROOT TAG OUT: a docker-save archive (image config + one layer) of ROOT.
-haproxy_image_archive() {
-  local root=$1 tag=$2 out=$3 d layer_sha config config_sha created
-  d=$(mktemp -d "$CACHE_ROOT/.tmp-haproxy-img.XXXXXX")
-  tar -C "$root" --numeric-owner --sort=name --mtime=@0 -cf "$d/layer.tar" . \
-    || die "[haproxy] tar of the root failed"
-  layer_sha=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
-  mkdir -p "$d/$layer_sha"
-  mv "$d/layer.tar" "$d/$layer_sha/layer.tar"
-  created=1970-01-01T00:00:00Z
-  config=$(printf '{"architecture":"%s","os":"linux","created":"%s","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Entrypoint":["haproxy","-W","-db","-f","/usr/local/etc/haproxy/haproxy.cfg"],"StopSignal":"SIGUSR1"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"tools/build.sh --set haproxy"}]}' \
-    "$(go env GOARCH)" "$created" "$layer_sha" "$created")
-  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-  printf '%s' "$config" >"$d/$config_sha.json"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-    "$config_sha" "$tag" "$layer_sha" >"$d/manifest.json"
-  printf '{"%s":{"%s":"%s"}}' "${tag%:*}" "${tag##*:}" "$config_sha" >"$d/repositories"
-  tar -C "$d" -cf "$out" manifest.json repositories "$config_sha.json" "$layer_sha" \
-    || die "[haproxy] writing $out failed"
-  rm -rf "$d"
-}
-
 haproxy_set_main() {
   local key dir
   key=$(haproxy_cache_key)
@@ -100,7 +78,8 @@ haproxy_set_main() {
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/var/log/* \
     "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/locale/*
   mkdir -p "$HAPROXY_OUT/images"
-  haproxy_image_archive "$root" "$HAPROXY_IMAGE" "$HAPROXY_OUT/images/haproxy.tar"
+  one_layer_image "$root" "$HAPROXY_IMAGE" "$HAPROXY_OUT/images/haproxy.tar" haproxy \
+    '{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Entrypoint":["haproxy","-W","-db","-f","/usr/local/etc/haproxy/haproxy.cfg"],"StopSignal":"SIGUSR1"}'
   rm -rf "$root"
   timings+=$'\n'"image $((SECONDS - t0))"$'\n'"total $((SECONDS - t_all))"
   printf '%s\n' "$timings" >"$HAPROXY_OUT/build-seconds.txt"

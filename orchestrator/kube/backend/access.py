@@ -115,6 +115,7 @@ class KubeAccess:
         mgmt: Any,
         namespace: str | None = None,
         *,
+        plan_namespace: str | None = None,
         dyn: Any = None,
         tracer: Any = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
@@ -131,6 +132,9 @@ class KubeAccess:
             harden(mgmt, requests, self.retried)
         self._dyn = dyn if dyn is not None else dynamic(mgmt)
         self._namespace = namespace
+        # Where the calibration plans are kept (``blobs``): given, else the fleet's one namespace,
+        # else ``default`` (the worker in a pod passes its own namespace: docs/decisions.md).
+        self._plan_namespace = plan_namespace or namespace or "default"
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
         self._workload_clients: dict[tuple[str, str], Any] = {}
@@ -214,9 +218,10 @@ class KubeAccess:
         """A client of the workload cluster, or None while CAPI has not written its secret.
 
         Reading the secret is a management-cluster call: a refusal is ``NotAllowedError`` (an
-        operator must bind the kubeconfig reader, deploy/rbac) and any other error status or a
-        transport failure propagates (Temporal retries); neither is "the workload cluster is
-        unreachable". A secret without a usable kubeconfig is (None), as before.
+        operator must bind the kubeconfig reader there: list the namespace in the deploy
+        overlay, deploy/fleet-namespace) and any other error status or a transport failure
+        propagates (Temporal retries); neither is "the workload cluster is unreachable". A
+        secret without a usable kubeconfig is (None), as before.
         """
         key = (namespace, cluster)
         with self._lock:
@@ -232,7 +237,8 @@ class KubeAccess:
                 if status in (401, FORBIDDEN):
                     raise NotAllowedError(
                         f"not allowed to read {secret} ({_refusal(err) or status}): bind the "
-                        f"kubeconfig reader role in {namespace} (deploy/rbac)"
+                        f"kubeconfig reader role in {namespace} (list {namespace} as a fleet "
+                        "namespace of the deploy overlay: deploy/fleet-namespace)"
                     ) from None
                 if status is not None or isinstance(err, (*RETRYABLE_ERRORS, CallCancelled)):
                     raise
@@ -351,13 +357,14 @@ class KubeAccess:
         if self._mgmt is None:
             return True
         try:
-            self._mgmt.call_api(
-                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=self._requests.timeout,
-            )  # fmt: skip
+            request = self._mgmt.param_serialize(
+                method="GET", resource_path="/readyz", auth_settings=["BearerToken"]
+            )
+            answer = self._mgmt.call_api(*request, _request_timeout=self._requests.timeout)
+            answer.read()  # the body, so the connection goes back to the pool
+            return int(answer.status) == 200
         except Exception:
             return False
-        return True
 
     @staticmethod
     def _cluster_attributes(ref: ClusterRef) -> dict[str, str | int]:

@@ -1,7 +1,8 @@
 """Content-addressed documents of ``KubeFleetBackend`` (the calibration plan).
 
 * **Blobs** (the calibration plan, kept out of workflow history): immutable ConfigMaps in the
-  backend's namespace (``default`` when it watches all), named ``calibrator-blob-<sha256>`` (and
+  backend's plan namespace (``plan_namespace``; else its fleet namespace, else ``default``; the
+  worker in a pod passes the pod's own namespace, docs/decisions.md), named ``calibrator-blob-<sha256>`` (and
   ``-<n>`` for further chunks), gzip-compressed in ``binaryData`` chunks of at most 900 kB so any
   plan fits under etcd's object limit. Reads verify the SHA-256 of the reassembled bytes.
 """
@@ -27,7 +28,7 @@ class BlobStore(KubeAccess):
     """``FleetBackend.put_blob``, ``get_blob`` and ``delete_blob``: immutable ConfigMaps."""
 
     def _blob_namespace(self) -> str:
-        return self._namespace or "default"
+        return self._plan_namespace
 
     def _put_blob(self, digest: str, data: bytes) -> None:
         if hashlib.sha256(data).hexdigest() != digest:

@@ -36,7 +36,8 @@ class KubeFleetBackend(
 ):
     """Implements ``orchestrator.kube.backend.port.FleetBackend`` against a management cluster.
 
-    ``namespace`` limits the fleet to one namespace (None: every namespace); ``dyn`` replaces
+    ``namespace`` limits the fleet to one namespace (None: every namespace); ``plan_namespace``
+    is where calibration plans are stored (default: ``namespace``, else ``default``); ``dyn`` replaces
     the dynamic client built from ``mgmt`` (unit tests pass a fake). With an OpenTelemetry
     ``tracer`` every protocol call is a ``kube.<operation>`` span (a child of the activity's span)
     and every HTTP request to the management or a workload cluster a CLIENT span under it; without

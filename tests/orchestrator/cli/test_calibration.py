@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import calibration
 from orchestrator.cli.main import app
+from orchestrator.kube import client as kube_client
 from workflows import client as wc
 from workflows.client import ControlError
 from workflows.model import Ack
@@ -65,3 +67,25 @@ def test_a_refused_retry_is_one_error_line(calls: list[tuple[str, tuple[Any, ...
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: retry refused"
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("in_pod", "namespace", "expected"),
+    [
+        (True, None, "calibrator-system"),  # the Deployment: every namespace, plans at home
+        (True, "fleet", "fleet"),  # --namespace: the fleet's one namespace, as before
+        (False, None, "default"),  # by hand with a kubeconfig, every namespace: as before
+        (False, "fleet", "fleet"),
+    ],
+)
+def test_the_worker_keeps_plans_in_its_pods_namespace_unless_told(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    in_pod: bool,
+    namespace: str | None,
+    expected: str,
+) -> None:
+    (tmp_path / "namespace").write_text("calibrator-system\n")  # as the kubelet mounts it
+    monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_DIR", tmp_path)
+    kubeconfig = kube_client.IN_CLUSTER if in_pod else str(tmp_path / "kubeconfig")
+    assert calibration.plan_namespace(kubeconfig, namespace) == expected

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from orchestrator.domain.apicatalog import catalog
 from orchestrator.domain.location import FIELD_OPERATORS, FIELDS, SPREAD_FIELDS, value_error
@@ -443,3 +444,13 @@ def test_writer_is_a_compare_and_swap_on_the_fleet_workload() -> None:
     assert outcome.written == (f"{NS}/web",)
     pd = dyn.objects["PlacementDecision"][(NS, "web")]
     assert [r["clusterName"] for r in pd["status"]["decisions"]] == ["a"]
+
+
+def test_the_crds_kustomization_lists_exactly_the_crd_files() -> None:
+    """deploy/base applies the CRDs through this kustomization: one copy, no file forgotten."""
+    folder = Path(fleetapi.__file__).parent / "crds"
+    kustomization = yaml.safe_load((folder / fleetapi.CRD_KUSTOMIZATION).read_text())
+    files = sorted(p.name for p in folder.glob("*.yaml") if p.name != fleetapi.CRD_KUSTOMIZATION)
+    assert sorted(kustomization["resources"]) == files
+    listed = [d for f in files for d in yaml.safe_load_all((folder / f).read_text()) if d]
+    assert listed == fleetapi.crd_manifests()

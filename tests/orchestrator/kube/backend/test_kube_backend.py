@@ -548,6 +548,29 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
         asyncio.run(backend.get_blob(digest))
 
 
+@pytest.mark.parametrize(
+    ("namespace", "plan_namespace", "stored_in"),
+    [
+        (NS, None, NS),  # one fleet namespace: the plans beside it, as before
+        (None, None, "default"),  # every namespace, nothing said: default, as before
+        (None, "calibrator-system", "calibrator-system"),  # the worker in its pod
+        (NS, "calibrator-system", "calibrator-system"),
+    ],
+)
+def test_plans_are_stored_in_the_plan_namespace(
+    namespace: str | None, plan_namespace: str | None, stored_in: str
+) -> None:
+    dyn = _fleet(topology=True)
+    backend = RecordingKubeBackend(None, namespace, plan_namespace=plan_namespace, dyn=dyn)
+    data = b"a plan"
+    digest = hashlib.sha256(data).hexdigest()
+    asyncio.run(backend.put_blob(digest, data))
+    assert list(dyn.objects["ConfigMap"]) == [(stored_in, f"calibrator-blob-{digest}")]
+    assert asyncio.run(backend.get_blob(digest)) == data
+    asyncio.run(backend.delete_blob(digest))
+    assert not dyn.objects["ConfigMap"]
+
+
 def test_a_deleted_blob_leaves_no_chunk_and_chunk_zero_goes_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -194,7 +195,9 @@ def test_403_on_the_kubeconfig_secret_is_not_allowed_not_unreachable(
     with pytest.raises(ApplicationError) as caught:
         _preflight(backend)
     assert caught.value.type == NOT_ALLOWED and caught.value.non_retryable
-    assert "is forbidden" in caught.value.message and "deploy/rbac" in caught.value.message
+    assert (
+        "is forbidden" in caught.value.message and "deploy/fleet-namespace" in caught.value.message
+    )
 
 
 def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
@@ -226,17 +229,34 @@ def test_403_on_a_management_call_is_not_allowed() -> None:
 
 
 class Readyz:
-    """The management client's ``/readyz`` answer: ready, or failing as a starting API server's."""
+    """The management client's ``/readyz`` answer: 200, or a starting API server's 500.
+
+    It has the generated client's two calls with their real signatures (``param_serialize``,
+    then ``call_api`` as ``client.harden`` replaces it), so a call the real client refuses
+    fails here too.
+    """
 
     def __init__(self, ready: bool) -> None:
         self.ready = ready
         self.asked = 0
 
-    def call_api(self, path: str, method: str, **kwargs: Any) -> None:
-        assert (path, method) == ("/readyz", "GET")
+    def param_serialize(
+        self, method: str, resource_path: str, *, auth_settings: list[str]
+    ) -> tuple[str, str, dict[str, str], None, list[str]]:
+        return method, f"https://api{resource_path}", {"authorization": "Bearer t"}, None, []
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        assert (method, url) == ("GET", "https://api/readyz")
         self.asked += 1
-        if not self.ready:
-            raise ApiError(500)
+        return SimpleNamespace(status=200 if self.ready else 500, read=lambda: b"")
 
 
 @pytest.mark.parametrize("ready", [True, False])
