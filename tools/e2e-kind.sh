@@ -24,6 +24,8 @@
 #   --workload-version V     workload cluster version, default v1.35.8 (its node image is loaded)
 #   --ttl N                  dockerd stops by itself (containers removed) after N s, default 5400
 #   --timeout N              bound of each wait, default 600 s
+#   --no-raise-inotify       up: only warn when fs.inotify.max_user_{instances,watches} are below
+#                            kind's values (512, 524288); by default up raises them, aloud
 # Needs root, the control-plane, kind, haproxy and capi-images sets (tools/build.sh; this script
 # builds capi-images if missing, which needs the control-plane set).
 set -euo pipefail
@@ -38,11 +40,11 @@ TTL=5400
 TIMEOUT=600
 CLUSTER=calibrator-mgmt   # the name in kind-configs/management.yaml
 WORKLOAD=w1
-INOTIFY_ADVISED=512
+RAISE_INOTIFY=yes
 
 log() { printf '[e2e-kind %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-usage() { sed -n '2,30p' "$SELF" | sed 's/^# \{0,1\}//' >&2; }
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$SELF" >&2; }
 
 # management_config SOCKET: the management cluster's kind config with SOCKET mounted where CAPD
 # looks (/var/run/docker.sock); our dockerd listens on its state dir's docker.sock, not there.
@@ -58,6 +60,7 @@ management_config() {
 (($# >= 1)) || { usage; exit 2; }
 COMMAND=$1
 shift
+[[ $COMMAND == -h || $COMMAND == --help ]] && { usage; exit 0; }
 if [[ $COMMAND == management-config ]]; then
   (($# == 1)) || die "usage: tools/e2e-kind.sh management-config SOCKET"
   management_config "$1"
@@ -77,6 +80,7 @@ while (($#)); do
         --timeout) TIMEOUT=$2 ;;
       esac
       shift 2 ;;
+    --no-raise-inotify) RAISE_INOTIFY=no; shift ;;
     -h|--help) usage; exit 0 ;;
     *) if [[ $COMMAND == exec || $COMMAND == _exec ]]; then EXEC_ARGS=("$@"); break; fi
        usage; die "unknown argument: $1" ;;
@@ -120,14 +124,6 @@ engine_env() {
 # Outside the namespace ------------------------------------------------------------------------
 case $COMMAND in
   up)
-    limit=$(cat /proc/sys/fs/inotify/max_user_instances)
-    if ((limit < INOTIFY_ADVISED)); then
-      log "WARNING: fs.inotify.max_user_instances is $limit (< $INOTIFY_ADVISED): every kind node's systemd," \
-          "kubelet and containerd take inotify instances; with 128 more than two nodes failed before." \
-          "Raise it by hand if nodes fail: sysctl -w fs.inotify.max_user_instances=$INOTIFY_ADVISED"
-    else
-      log "fs.inotify.max_user_instances is $limit"
-    fi
     # Everything `up` needs exists before anything is created (bad input: one error, no change).
     KIND_SET=$(require_set kind)
     require_set haproxy >/dev/null
@@ -135,6 +131,22 @@ case $COMMAND in
       [[ -f $KIND_SET/images/node-$v.tar ]] || die "no node image $v in the kind set ($KIND_SET/images)"
     done
     [[ -f "$REPO/kind-configs/management.yaml" ]] || die "no kind-configs/management.yaml"
+    # The inotify limits, raised to kind's values the way `calibrator env up --provider docker`
+    # does (orchestrator/localplane/inotify.py): aloud, host-wide, never lowered; with
+    # --no-raise-inotify only a warning with the sysctl command. Every node container's systemd,
+    # kubelet and containerd take instances from uid 0's budget shared with the whole host: at
+    # 128 a third node's systemd failed to boot (docs/kind.md, section 4).
+    python3 - "$RAISE_INOTIFY" <<'PY'
+import sys
+from orchestrator.localplane.inotify import RECOMMENDED, ProcSysLimits, check_and_raise
+limits = ProcSysLimits()
+result = check_and_raise(limits, root=True, may_raise=sys.argv[1] == "yes")
+for message in result.messages:
+    print(f"[e2e-kind] {message}", file=sys.stderr)
+if not result.raised and not result.below:
+    now = ", ".join(f"{n}={limits.read(n)}" for n in RECOMMENDED)
+    print(f"[e2e-kind] inotify limits at or above kind's values: {now}", file=sys.stderr)
+PY
     # Built outside the namespace (the Go module proxy is reached from the host's network).
     CAPI_SET=$("$REPO/tools/build.sh" --set capi-images | tail -1)
     log "capi-images set: $CAPI_SET"

@@ -79,3 +79,23 @@ def test_default_versions_have_node_images_and_are_in_the_docker_class() -> None
         version = _pin(script, name)
         assert version in built, (name, version, built)
         assert version in listed, (name, version, listed)
+
+
+def test_help_names_every_option_the_parser_takes() -> None:
+    """``--help`` prints the whole header (it grew past a fixed line range once), and every
+    ``--option`` the parser accepts is documented there."""
+    done = run("--help")
+    assert done.returncode == 0, done.stderr
+    script = SCRIPT.read_text()
+    for option in (
+        "--state-dir",
+        "--netns",
+        "--node-version",
+        "--workload-version",
+        "--ttl",
+        "--timeout",
+        "--no-raise-inotify",
+    ):
+        assert f"{option})" in script or f"{option}|" in script, option
+        assert option in done.stderr, option
+    assert "Needs root" in done.stderr
