@@ -26,6 +26,8 @@ a ``kubernetes.dynamic.DynamicClient`` (or anything with the same ``resources.ge
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +41,8 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from orchestrator.domain.snapshot import FleetSnapshot, Workload
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages, read_json
+
+log = logging.getLogger(__name__)
 
 GROUP = "calibrator.dev"
 VERSION = "v1alpha1"
@@ -318,6 +322,15 @@ def fleet_workload_status(
     }
 
 
+def _namespace_missing(err: BaseException) -> bool:
+    """Whether a 404's Status names a Namespace (its ``details.kind``), not the object itself."""
+    try:
+        details = json.loads(getattr(err, "body", None) or "{}").get("details") or {}
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return isinstance(details, dict) and details.get("kind") == "namespaces"
+
+
 def _status_code(err: BaseException) -> int | None:
     status = getattr(err, "status", None)
     return status if isinstance(status, int) else None
@@ -389,6 +402,8 @@ def _mirror(
 UNCHANGED = "unchanged"
 WRITTEN = "written"
 CONFLICTED = "conflict"
+GONE = "gone"  # the FleetWorkload's namespace no longer exists: nothing to place
+NOT_FOUND = 404
 
 
 class PlacementWriter:
@@ -428,7 +443,22 @@ class PlacementWriter:
         self._fws = resource(dyn, FLEET_WORKLOAD)
 
     def write(self, d: Decision) -> str:
-        """Write one decision: ``WRITTEN``, ``UNCHANGED`` (both copies equal) or ``CONFLICTED``."""
+        """Write one decision: ``WRITTEN``, ``UNCHANGED``, ``CONFLICTED`` or ``GONE``.
+
+        ``GONE``: the API server answered 404 for the workload's namespace. An object can outlive
+        its namespace in storage (a namespace force-finalized before its objects were deleted),
+        and a LIST across all namespaces still returns it; it can hold no decision, and one such
+        orphan must not halt every calibration of an all-namespaces worker.
+        """
+        try:
+            return self._write(d)
+        except Exception as err:
+            if _status_code(err) == NOT_FOUND and _namespace_missing(err):
+                log.warning("placement of %s skipped: its namespace no longer exists", d.workload)
+                return GONE
+            raise
+
+    def _write(self, d: Decision) -> str:
         owner = self._owners[d.workload]
         version = str(_meta(owner).get("resourceVersion"))
         if d.resource_version and d.resource_version != version:

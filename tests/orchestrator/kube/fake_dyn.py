@@ -21,9 +21,10 @@ NS = "fleet"
 
 
 class ApiError(Exception):
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, body: str | None = None) -> None:
         super().__init__(f"status {status}")
         self.status = status
+        self.body = body
 
 
 class Result:
@@ -147,6 +148,9 @@ class Resource:
         assert kwargs.get("field_manager") and kwargs.get("force_conflicts")
         objs = self.store.objects.setdefault(self.kind, {})
         obj = objs.get((namespace, name))
+        if obj is None and namespace in self.store.gone_namespaces:  # as kube-apiserver says it
+            details = {"name": namespace, "kind": "namespaces"}
+            raise ApiError(404, json.dumps({"kind": "Status", "code": 404, "details": details}))
         if obj is None:
             obj = {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
             objs[(namespace, name)] = obj
@@ -162,6 +166,7 @@ class FakeDyn:
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.writes: list[tuple[str, str, str, dict[str, Any]]] = []
         self.missing = set(missing)  # kinds the server does not serve
+        self.gone_namespaces: set[str] = set()  # objects listed there outlived their namespace
         self.invalidations = 0
         self.lists: dict[str, int] = {}  # LIST calls (first pages) per kind
         self.pages: dict[str, int] = {}  # pages fetched per kind

@@ -18,7 +18,7 @@ from orchestrator.domain.snapshot import DIVISION_TYPES, FleetSnapshot, Workload
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 from orchestrator.kube import fleetapi
-from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn
 
 ROOT = Path(__file__).parents[3]
 EXAMPLE = load_snapshot((ROOT / "examples" / "fleet.yaml").read_text())
@@ -444,6 +444,27 @@ def test_writer_is_a_compare_and_swap_on_the_fleet_workload() -> None:
     assert outcome.written == (f"{NS}/web",)
     pd = dyn.objects["PlacementDecision"][(NS, "web")]
     assert [r["clusterName"] for r in pd["status"]["decisions"]] == ["a"]
+
+
+def test_a_workload_that_outlived_its_namespace_is_skipped_not_fatal() -> None:
+    """An orphan (its namespace force-finalized first) is listed but holds no decision."""
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
+    dyn.gone_namespaces.add(NS)
+    gone = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    assert fleetapi.write_placement_decisions(dyn, [gone], NS) == fleetapi.WriteOutcome()
+    assert not dyn.objects.get("PlacementDecision") and dyn.writes == []
+
+
+def test_a_404_for_the_object_itself_still_fails() -> None:
+    dyn = FakeDyn()
+    dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
+    decision = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    writer = fleetapi.PlacementWriter(dyn, [decision], NS)
+    del dyn.objects["FleetWorkload"][(NS, "web")]  # deleted after the LIST: its status 404s
+    with pytest.raises(ApiError) as caught:
+        writer.write(decision)
+    assert caught.value.status == 404
 
 
 def test_the_crds_kustomization_lists_exactly_the_crd_files() -> None:
