@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from orchestrator.cli.files import clip_message
+from orchestrator.cli.gates import CheckFailOn
 from orchestrator.cli.live import (
     AllNamespacesOpt,
     ContextOpt,
@@ -81,6 +82,22 @@ StrategyOpt = Annotated[
 ]
 SelectorOpt = Annotated[
     str | None, typer.Option("--selector", "-l", help="Only clusters matching this label selector.")
+]
+CheckFailOnOpt = Annotated[
+    CheckFailOn,
+    typer.Option(
+        "--fail-on",
+        help="Exit 3 on a finding that blocks an upgrade (block), on any finding (warn), "
+        "or never (none).",
+    ),
+]
+DriftFailOnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-on",
+        help="Exit 3 when a cluster is eol, skew or behind (repeat it or give a comma list).",
+        show_default=False,
+    ),
 ]
 
 
@@ -162,15 +179,18 @@ def drift(
     all_namespaces: AllNamespacesOpt = False,
     probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
+    fail_on: DriftFailOnOpt = None,
 ) -> None:
     """Show how far each cluster is from the target and the newest version.
 
-    Exit 1 when a live read left clusters out (each named on stderr).
+    Exit 1 when a live read left clusters out (each named on stderr). Exit 3 when a cluster
+    meets a --fail-on condition: eol (past end of life), skew (workers skewed beyond policy),
+    behind (below the target, else the newest version); repeat it or give a comma list.
     """
     from dataclasses import replace
 
     from orchestrator.cli import render
-    from orchestrator.cli.output import finish
+    from orchestrator.cli.gates import drift_hits, finish_gate, parse_drift_conditions
     from orchestrator.domain.drift import drift_report
     from orchestrator.domain.selectors import parse_selector_string
     from orchestrator.planning import select_clusters
@@ -178,6 +198,7 @@ def drift(
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = _version(target) if target else None
     _checked_selector(selector)
+    conditions = parse_drift_conditions(fail_on)
     fleet = _fleet(source)
     snap = fleet.snapshot
     if selector:
@@ -191,7 +212,9 @@ def drift(
         render.unreachable_lines(con, snap)
 
     emit(doc, output, table)
-    finish(partial=bool(fleet.left_out))
+    hits = drift_hits(report, conditions)
+    flag = f"--fail-on {','.join(conditions)}"
+    finish_gate(hits, "cluster", flag, partial=bool(fleet.left_out))
 
 
 @app.command(cls=QuickCommand)
@@ -253,15 +276,17 @@ def check(
     all_namespaces: AllNamespacesOpt = False,
     probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
+    fail_on: CheckFailOnOpt = CheckFailOn.none,
 ) -> None:
     """List workloads whose APIs a planned version no longer serves.
 
     Exit 1 when a cluster could not be planned and so was not checked (listed with the reason),
-    or a live read left clusters out. With --strategy it checks the path that strategy runs
-    (allowPrereleases changes it).
+    or a live read left clusters out. Exit 3 with --fail-on block when a finding blocks its
+    cluster's upgrade, with --fail-on warn on any finding. With --strategy it checks the path
+    that strategy runs (allowPrereleases changes it).
     """
     from orchestrator.cli import render
-    from orchestrator.cli.output import finish
+    from orchestrator.cli.gates import check_hits, finish_gate
     from orchestrator.planning import findings_to_json
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
@@ -277,7 +302,9 @@ def check(
         render.unreachable_lines(con, snap)
 
     emit(doc, output, table)
-    finish(partial=bool(result.unchecked) or bool(fleet.left_out))
+    hits = check_hits(result, fail_on)
+    partial = bool(result.unchecked) or bool(fleet.left_out)
+    finish_gate(hits, "finding", f"--fail-on {fail_on}", partial=partial)
 
 
 ExplainOpt = Annotated[
