@@ -262,7 +262,9 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
                     env.client, CalibrationInput(target=TARGET), task_queue=queue
                 )
                 con.print(f"calibration {handle.id} started")
-                doc = await follow(env.client, handle.id, timeout=1800, stop_when_blocked=True)
+                doc = await follow(
+                    env.client, handle.id, timeout=1800, stop_when_blocked=True, stream=con.file
+                )
             await _drift(con, backend, "drift after")
             from orchestrator.cli.calibration import progress_table
 
