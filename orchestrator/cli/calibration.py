@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -433,7 +433,7 @@ async def follow(
     calibration_id: str,
     timeout: float = 3600,
     stop_when_blocked: bool = False,
-    stream: TextIO | None = None,
+    stream: IO[str] | None = None,
 ) -> dict[str, Any]:
     """Follow the run until it ends; the final progress document (``follow_run``'s)."""
     doc, _ = await follow_run(client, calibration_id, timeout, stop_when_blocked, stream)
@@ -445,7 +445,7 @@ async def follow_run(
     calibration_id: str,
     timeout: float = 3600,
     stop_when_blocked: bool = False,
-    stream: TextIO | None = None,
+    stream: IO[str] | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """Show progress until the workflow ends; the final document and its close status.
 
@@ -481,7 +481,7 @@ async def follow_run(
 
 @contextlib.contextmanager
 def _progress_view(
-    stream: TextIO, doc: dict[str, Any]
+    stream: IO[str], doc: dict[str, Any]
 ) -> Iterator[Callable[[dict[str, Any]], None]]:
     """A live table on a terminal, else ``ProgressLines``; yields the function that shows a doc."""
     if not stream.isatty():
@@ -504,7 +504,7 @@ class ProgressLines:
     and nothing is wrapped, so a log of a long run stays short and greppable.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self._run = ""
         self._clusters: dict[str, str] = {}

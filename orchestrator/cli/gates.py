@@ -35,25 +35,28 @@ class CheckFailOn(StrEnum):
 DRIFT_CONDITIONS = ("eol", "skew", "behind")
 
 
-def parse_drift_conditions(values: Sequence[str] | None) -> tuple[str, ...]:
-    """The conditions of ``--fail-on`` given as repeated options and/or comma lists.
+def parse_drift_conditions(value: str | None) -> tuple[str, ...]:
+    """The conditions of ``--fail-on``, a comma list (``eol,skew``), in the order given.
 
-    Strict: an unknown or empty item is bad input (``InputError``, exit 2), never ignored, so a
-    typo cannot turn a gate off.
+    One plain string, not a repeatable option: the one-shot commands coerce their options
+    without pydantic (``cli.params``), and a list option would bring it back. Strict: an
+    unknown or empty item is bad input (``InputError``, exit 2), never ignored, so a typo
+    cannot turn a gate off.
     """
     from orchestrator.domain.documents import quote
     from orchestrator.domain.errors import InputError
 
+    if value is None:
+        return ()
     found: list[str] = []
-    for value in values or ():
-        for item in value.split(","):
-            if item not in DRIFT_CONDITIONS:
-                raise InputError(
-                    f"--fail-on: unknown condition {quote(item)}: expected a comma list of "
-                    + ", ".join(DRIFT_CONDITIONS)
-                )
-            if item not in found:
-                found.append(item)
+    for item in value.split(","):
+        if item not in DRIFT_CONDITIONS:
+            raise InputError(
+                f"--fail-on: unknown condition {quote(item)}: expected a comma list of "
+                + ", ".join(DRIFT_CONDITIONS)
+            )
+        if item not in found:
+            found.append(item)
     return tuple(found)
 
 

@@ -47,9 +47,42 @@ app = typer.Typer(
     cls=QuickGroup,
     help="Converge Kubernetes version drift across a Cluster API fleet.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+VersionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        help="Print the version and exit; with -o json|yaml also the Kubernetes, Cluster API "
+        "and etcd versions it was built against.",
+        show_default=False,
+    ),
+]
+TopOutputOpt = Annotated[
+    Format | None,
+    typer.Option("--output", "-o", help="With --version: json or yaml.", show_default=False),
+]
+
+
+@app.callback(invoke_without_command=True)
+def _top(ctx: typer.Context, version: VersionOpt = False, output: TopOutputOpt = None) -> None:
+    """Converge Kubernetes version drift across a Cluster API fleet."""
+    if not version:
+        if output is not None:
+            fail("-o before the command is only for --version: give it after the command")
+        if ctx.invoked_subcommand is None:  # only options, no command
+            fail("a command is needed (see calibrator --help)")
+        return
+    from orchestrator.cli.version import version_doc, version_line
+
+    if output in (Format.json, Format.yaml):
+        emit(version_doc(), output, _none)
+    else:
+        print(version_line())
+    raise typer.Exit(0)
 
 
 def _register_subcommands() -> None:
@@ -92,10 +125,10 @@ CheckFailOnOpt = Annotated[
     ),
 ]
 DriftFailOnOpt = Annotated[
-    list[str] | None,
+    str | None,
     typer.Option(
         "--fail-on",
-        help="Exit 3 when a cluster is eol, skew or behind (repeat it or give a comma list).",
+        help="Exit 3 when a cluster is eol, skew or behind (a comma list: eol,skew).",
         show_default=False,
     ),
 ]
@@ -185,7 +218,7 @@ def drift(
 
     Exit 1 when a live read left clusters out (each named on stderr). Exit 3 when a cluster
     meets a --fail-on condition: eol (past end of life), skew (workers skewed beyond policy),
-    behind (below the target, else the newest version); repeat it or give a comma list.
+    behind (below the target, else the newest version), as a comma list.
     """
     from dataclasses import replace
 
@@ -450,7 +483,7 @@ def main() -> None:
     tune_gc()
     allow_quick_exit()
     try:
-        app()
+        app(prog_name="calibrator")
     except SystemExit as done:
         code = 0 if done.code is None else done.code
         if isinstance(code, int) and _TEMPORAL_RUNTIME in sys.modules:
