@@ -136,9 +136,9 @@ def test_sigterm_to_the_demo_stops_its_temporal_dev_server_and_leaves_no_child(
 ) -> None:
     """``calibrator demo --hold`` in a network namespace of its own, ended by SIGTERM.
 
-    SIGTERM is sent once the demo says its Temporal UI is up; the demo is then starting the
-    local plane (state in ``tmp_path``). Wherever the signal lands, the CLI must exit 143 with
-    its dev server and any plane process it was starting gone.
+    SIGTERM is sent once the demo's Temporal dev server is up and its local plane (state in
+    ``tmp_path``) has started etcd: the CLI must exit 143 with its dev server and every plane
+    process it was starting gone.
     """
     state = tmp_path / "plane"
     env = {
@@ -173,9 +173,16 @@ def test_sigterm_to_the_demo_stops_its_temporal_dev_server_and_leaves_no_child(
             line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             assert line is not None, f"the demo ended before its UI was up: {''.join(out)}"
             out.append(line)
+        servers = [p for p in _descendants(proc.pid) if _command(p) == "temporal"]
+        assert servers, "no Temporal dev server among the demo's children"
+        # Then the plane starts: etcd first, the API server and the managers seconds later.
+        # The signal is sent once etcd runs, so the plane is caught mid-start (a plane that is
+        # up is meant to outlive the demo; one still starting is not).
+        while not any(_command(p) == "etcd" for p in _descendants(proc.pid)):
+            assert proc.poll() is None, f"the demo ended early: {''.join(out)}"
+            assert time.monotonic() < deadline, "the demo's plane did not start etcd"
+            time.sleep(0.1)
         started = _descendants(proc.pid)
-        servers = [p for p in started if _command(p) == "temporal"]
-        assert servers, f"no Temporal dev server among the demo's children: {started}"
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
     finally:
