@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -254,3 +255,23 @@ def test_calibrate_without_wait_and_status_without_wait_exit_0_whatever_the_run(
     assert json.loads(started.stdout) == {"calibrationId": "cal-1", "target": "v1.35.0"}
     shown = runner.invoke(app, ["status", "cal-1", "-o", "json"])
     assert (shown.exit_code, shown.stderr) == (0, "")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_progress_is_a_live_table_not_lines(
+    run_ends: Callable[[list[tuple[str, Any]]], _Run],
+) -> None:
+    import asyncio
+
+    run = run_ends([("RUNNING", RUNNING), ("COMPLETED", SUCCEEDED)])
+    screen = _Terminal()
+    doc, closed = asyncio.run(calibration.follow_run(run, "cal-1", stream=screen))
+    assert (doc["phase"], closed) == ("Completed", "COMPLETED")
+    text = screen.getvalue()
+    assert "\x1b[" in text  # cursor movement: redrawn in place
+    assert "cal-1 -> v1.35.0: Completed" in text
+    assert "cal-1 a: Succeeded" not in text  # none of the plain lines
