@@ -203,3 +203,40 @@ def test_sigterm_to_the_demo_stops_its_temporal_dev_server_and_leaves_no_child(
     assert "Temporal CLI" in (state / "temporal-dev.log").read_text()
     left = _running(started) | _mentioning(str(state))
     assert not left, f"left running after SIGTERM: {[(p, _command(p)) for p in left]}"
+
+
+def test_sigterm_to_env_up_stops_the_plane_it_was_starting(tmp_path: Path) -> None:
+    """``calibrator env up`` ended by SIGTERM mid-start: 143, and no plane process left.
+
+    A plane that is up outlives ``env up`` on purpose (``env down`` or --ttl stop it); one
+    still starting is the command's to stop, as Ctrl-C always did.
+    """
+    state = tmp_path / "plane"
+    env = {**os.environ, "CALIBRATOR_BIN_DIR": str(resolve_bin_dir())}
+    argv = ["unshare", "-n", str(ROOT / "tools" / "netns-run.sh"), str(ROOT)]
+    proc = subprocess.Popen(
+        [*argv, sys.executable, "-c", CLI, "env", "up", "--state-dir", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(_command(p) == "etcd" for p in _descendants(proc.pid)):
+            assert proc.poll() is None, "env up ended before it started etcd"
+            assert time.monotonic() < deadline, "env up did not start etcd"
+            time.sleep(0.1)
+        started = _descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert code == EXIT_TERMINATED, err
+    assert "Traceback" not in err
+    left = _running(started) | _mentioning(str(state))
+    assert not left, f"left running after SIGTERM: {[(p, _command(p)) for p in left]}"
