@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -231,7 +232,12 @@ def register(app: typer.Typer) -> None:
         temporal: ConnectionFlags = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
-        """Start a FleetCalibration (a worker must be running)."""
+        """Start a FleetCalibration (a worker must be running).
+
+        With --wait: exit 0 only when the run Completed with every cluster upgraded (or already
+        up to date); 4 when it Failed, 5 when it was Aborted, 6 when it left clusters blocked,
+        skipped or not started (README, "Exit status").
+        """
         from orchestrator.cli.files import clip_message
         from orchestrator.domain.errors import InputError
         from orchestrator.domain.versions import KubeVersion
@@ -261,7 +267,7 @@ def register(app: typer.Typer) -> None:
 
         tracing = client_tracing()
 
-        async def main() -> dict[str, Any]:
+        async def main() -> tuple[dict[str, Any], str | None]:
             client = await _client(
                 temporal, interceptors=[] if tracing is None else [tracing.interceptor]
             )
@@ -274,17 +280,19 @@ def register(app: typer.Typer) -> None:
             except MissingSearchAttributes as err:  # the namespace is not set up: exit 1
                 fail(str(err), code=1)
             if not wait:
-                return {"calibrationId": handle.id, "target": target}
-            return await follow(client, handle.id)
+                return {"calibrationId": handle.id, "target": target}, None
+            return await follow_run(client, handle.id)
 
         try:
-            doc = _run(main())
+            doc, closed = _run(main())
         finally:
             if tracing is not None:
                 tracing.shutdown()
         emit(doc, output, lambda con: con.print(doc if "calibrationId" in doc else renderable(doc)))
+        if wait:
+            _exit_with_outcome(doc, closed)
 
-    def _control(make: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    def _control(make: Callable[[], Awaitable[T]]) -> T:
         from workflows.client import ControlError
 
         try:
@@ -296,18 +304,28 @@ def register(app: typer.Typer) -> None:
     @connection_options
     def status(
         calibration_id: Annotated[str, typer.Argument(help="Calibration (workflow) id.")],
+        wait: Annotated[
+            bool, typer.Option(help="Follow live progress until the run ends.")
+        ] = False,
         temporal: ConnectionFlags = FROM_ENVIRONMENT,
         output: OutputOpt = Format.table,
     ) -> None:
-        """Show a calibration's stage / cluster / step states."""
+        """Show a calibration's stage / cluster / step states.
+
+        With --wait, follow the run until it ends and exit as calibrate --wait does.
+        """
         from workflows import client as wc
 
-        async def main() -> dict[str, Any]:
+        async def main() -> tuple[dict[str, Any], str | None]:
             client = await _client(temporal)
-            return _progress_doc(await wc.status(client, calibration_id))
+            if wait:
+                return await follow_run(client, calibration_id)
+            return _progress_doc(await wc.status(client, calibration_id)), None
 
-        doc = _control(main)
+        doc, closed = _control(main)
         emit(doc, output, lambda con: con.print(renderable(doc)))
+        if wait:
+            _exit_with_outcome(doc, closed)
 
     @app.command()
     @connection_options
@@ -396,33 +414,127 @@ def register(app: typer.Typer) -> None:
         Console().print(_control(main))
 
 
+def _exit_with_outcome(doc: dict[str, Any], closed: str | None) -> None:
+    """After the final document: exit with ``outcome.run_outcome``'s status and stderr line."""
+    from orchestrator.cli.outcome import run_outcome
+
+    code, why = run_outcome(doc, closed)
+    if code:
+        sys.stderr.write(f"{why}\n")
+        raise SystemExit(code)
+
+
+# Seconds between two polls of a followed run (tests set 0).
+POLL_SECONDS = 2.0
+
+
 async def follow(
-    client: Any, calibration_id: str, timeout: float = 3600, stop_when_blocked: bool = False
+    client: Any,
+    calibration_id: str,
+    timeout: float = 3600,
+    stop_when_blocked: bool = False,
+    stream: IO[str] | None = None,
 ) -> dict[str, Any]:
-    """Live table until the workflow ends; returns the final progress document.
+    """Follow the run until it ends; the final progress document (``follow_run``'s)."""
+    doc, _ = await follow_run(client, calibration_id, timeout, stop_when_blocked, stream)
+    return doc
+
+
+async def follow_run(
+    client: Any,
+    calibration_id: str,
+    timeout: float = 3600,
+    stop_when_blocked: bool = False,
+    stream: IO[str] | None = None,
+) -> tuple[dict[str, Any], str | None]:
+    """Show progress until the workflow ends; the final document and its close status.
+
+    Progress goes to ``stream`` (default stderr). On a terminal it is a live table, redrawn in
+    place; anywhere else (a CI log, ``> file``) it is one plain line per change, never wrapped
+    or redrawn (``ProgressLines``), since a redraw there is a new copy of the table at 80
+    columns with words broken across lines. The final table is the caller's to print once.
 
     With ``stop_when_blocked`` it also returns when the run needs an operator (Halted or
-    AwaitingDecisions): the clusters stay tainted and the workflow keeps waiting for
-    ``calibrator skip/abort`` or a retry.
+    AwaitingDecisions), with None as the status: the clusters stay tainted and the workflow
+    keeps waiting for ``calibrator skip/abort`` or a retry.
     """
     import asyncio
 
-    from rich.console import Console
-    from rich.live import Live
-
     from workflows import client as wc
 
+    out = sys.stderr if stream is None else stream
     handle = client.get_workflow_handle(calibration_id)
     deadline = time.monotonic() + timeout
     doc = _progress_doc(await wc.status(client, calibration_id))
-    with Live(renderable(doc), refresh_per_second=2, console=Console(stderr=True)) as live:
+    with _progress_view(out, doc) as show:
         while time.monotonic() < deadline:
             desc = await handle.describe()
             doc = _progress_doc(await wc.status(client, calibration_id))
-            live.update(renderable(doc))
+            show(doc)
             if desc.status is not None and desc.status.name != "RUNNING":
-                return doc
+                return doc, str(desc.status.name)
             if stop_when_blocked and doc.get("phase") in ("Halted", "AwaitingDecisions"):
-                return doc
-            await asyncio.sleep(2)
+                return doc, None
+            await asyncio.sleep(POLL_SECONDS)
     fail(f"calibration {calibration_id} still running after {timeout:.0f}s", code=1)
+
+
+@contextlib.contextmanager
+def _progress_view(
+    stream: IO[str], doc: dict[str, Any]
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A live table on a terminal, else ``ProgressLines``; yields the function that shows a doc."""
+    if not stream.isatty():
+        lines = ProgressLines(stream)
+        lines.show(doc)
+        yield lines.show
+        return
+    from rich.console import Console
+    from rich.live import Live
+
+    with Live(renderable(doc), refresh_per_second=2, console=Console(file=stream)) as live:
+        yield lambda d: live.update(renderable(d))
+
+
+class ProgressLines:
+    """Progress of a run as plain lines: the run's line and each cluster's, when they change.
+
+    ``cal-1 -> v1.35.0: Running (3 clusters: 1 Running, 2 Pending) stage prod``, then
+    ``cal-1 demo-prod-1: Running: step 1/2 ...``. Nothing is repeated while it stays the same,
+    and nothing is wrapped, so a log of a long run stays short and greppable.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self._run = ""
+        self._clusters: dict[str, str] = {}
+
+    def show(self, doc: dict[str, Any]) -> None:
+        """Write the lines of what changed since the last document shown."""
+        run_id = doc.get("calibration_id", "")
+        head = f"{run_id} -> {doc.get('target', '')}: {doc.get('phase', '')}"
+        if doc.get("paused"):
+            head += " (paused)"
+        counts = doc.get("counts") or {}
+        if counts:
+            total = doc.get("total_clusters") or sum(counts.values())
+            head += f" ({total} clusters: " + ", ".join(
+                f"{n} {state}" for state, n in sorted(counts.items())
+            )
+            head += ")"
+        if doc.get("message"):
+            head += f" {_one_line(str(doc['message']))}"
+        lines = [head] if head != self._run else []
+        self._run = head
+        for c in doc.get("clusters") or ():
+            text = f"{c.get('state', '')}: {_one_line(row_message(c))}".rstrip(": ")
+            if self._clusters.get(c["name"]) != text:
+                self._clusters[c["name"]] = text
+                lines.append(f"{run_id} {c['name']}: {text}")
+        if lines:
+            self.stream.write("".join(f"{line}\n" for line in lines))
+            self.stream.flush()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

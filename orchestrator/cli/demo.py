@@ -22,7 +22,7 @@ import fcntl
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -216,70 +216,73 @@ async def _drift(con: Console, backend: Any, title: str) -> None:
 
 
 def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) -> None:
-    """The demo proper, in a namespace of its own (the module's docstring says why)."""
+    """The demo proper, in a namespace of its own (the module's docstring says why).
+
+    The Temporal dev server starts first, as a child that stops with the demo
+    (``children.dev_server``), so its UI is there while the fleet is provisioned and its
+    start-up banner goes to its log, not into the demo's output.
+    """
     import asyncio  # here: commands without Temporal do not pay for these
     import uuid
 
-    from temporalio.testing import WorkflowEnvironment
+    from temporalio.client import Client
 
     from orchestrator.cli.calibration import follow
+    from orchestrator.cli.children import dev_server
     from orchestrator.kube.backend.fleet import KubeFleetBackend
     from orchestrator.kube.client import api_client, dynamic
     from workflows.client import register_search_attributes, start_calibration
     from workflows.model import CalibrationInput
     from workflows.worker import build_worker
 
-    with con.status("starting the local management plane") as live:
-        plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)
-    con.print(f"local plane up; kubeconfig: {plane.kubeconfig}")
-    namespace = run_namespace(datetime.now(UTC))
-    dyn = dynamic(api_client(plane.kubeconfig))
-    _remove_earlier(con, dyn, namespace)
-    _provision(con, dyn, namespace)
-    backend = KubeFleetBackend.from_kubeconfig(
-        plane.kubeconfig, namespace=namespace, tracer=telemetry.tracer
-    )
-
-    async def main() -> dict[str, Any]:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=_temporal_binary(),
-            dev_server_startup_timeout=timedelta(seconds=120),  # the SDK's 5 s: too short
-            ui=True,
-            ui_port=ui_port,
-            runtime=telemetry.runtime,
-            interceptors=telemetry.interceptors,
+    log = plane.state_dir / "temporal-dev.log"
+    ui = f"http://127.0.0.1:{ui_port}"
+    with dev_server(_temporal_binary(), ui_port=ui_port, log=log) as address:
+        con.print(f"Temporal UI: {ui}/namespaces/default/workflows (server {address}, log {log})")
+        with con.status("starting the local management plane") as live:
+            plane.up(timeout=300, ttl_seconds=4 * 3600, progress=live.update)
+        con.print(f"local plane up; kubeconfig: {plane.kubeconfig}")
+        namespace = run_namespace(datetime.now(UTC))
+        dyn = dynamic(api_client(plane.kubeconfig))
+        _remove_earlier(con, dyn, namespace)
+        _provision(con, dyn, namespace)
+        backend = KubeFleetBackend.from_kubeconfig(
+            plane.kubeconfig, namespace=namespace, tracer=telemetry.tracer
         )
-        try:
+
+        async def main() -> dict[str, Any]:
+            client = await Client.connect(
+                address,
+                namespace="default",
+                runtime=telemetry.runtime,
+                interceptors=telemetry.interceptors,
+            )
             # The same registration as `calibrator temporal setup`, not the dev server's
             # start-up flag: one way to prepare a namespace, and the demo exercises it.
-            await register_search_attributes(env.client)
-            con.print(f"Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows")
+            await register_search_attributes(client)
             con.print(telemetry.describe())
             await _drift(con, backend, "drift before")
             queue = f"calibrator-demo-{uuid.uuid4().hex[:6]}"
-            async with build_worker(env.client, backend, task_queue=queue):
+            async with build_worker(client, backend, task_queue=queue):
                 handle = await start_calibration(
-                    env.client, CalibrationInput(target=TARGET), task_queue=queue
+                    client, CalibrationInput(target=TARGET), task_queue=queue
                 )
                 con.print(f"calibration {handle.id} started")
-                doc = await follow(env.client, handle.id, timeout=1800, stop_when_blocked=True)
+                doc = await follow(
+                    client, handle.id, timeout=1800, stop_when_blocked=True, stream=con.file
+                )
             await _drift(con, backend, "drift after")
             from orchestrator.cli.calibration import progress_table
 
             progress_table(con, doc)
             if hold:
-                con.print(f"Temporal UI: http://127.0.0.1:{ui_port} — Ctrl-C to stop")
+                con.print(f"Temporal UI: {ui} — Ctrl-C (or SIGTERM) to stop")
                 while True:
                     await asyncio.sleep(3600)
             return doc
-        finally:
-            await env.shutdown()
 
-    try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(main())
-    finally:
-        telemetry.close()
     con.print(
         f"the local plane keeps running for inspection (the fleet: `calibrator drift -n "
         f"{namespace} -t {TARGET}`); the next demo removes this fleet, "
@@ -293,7 +296,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         hold: Annotated[
-            bool, typer.Option(help="Keep Temporal and its UI running until Ctrl-C.")
+            bool, typer.Option(help="Keep Temporal and its UI running until Ctrl-C or SIGTERM.")
         ] = False,
         ui_port: Annotated[int, typer.Option(help="Temporal UI port on 127.0.0.1.")] = 8233,
         metrics_address: MetricsAddressOpt = None,
@@ -302,10 +305,16 @@ def register(app: typer.Typer) -> None:
 
         The in-process worker serves Prometheus metrics and traces like ``calibrator worker``.
         """
+        from orchestrator.cli.children import sigterm_as_interrupt
         from orchestrator.localplane.plane import LocalPlane
 
         telemetry = worker_telemetry(metrics_address)  # bad settings fail before anything starts
         con = console()
         plane = LocalPlane()
-        with one_demo_at_a_time(plane.state_dir):
-            _run(con, plane, telemetry, hold=hold, ui_port=ui_port)
+        # SIGTERM stops the demo as Ctrl-C does: the dev server and a plane still starting are
+        # stopped, then the demo exits 143 (children.py).
+        try:
+            with sigterm_as_interrupt(), one_demo_at_a_time(plane.state_dir):
+                _run(con, plane, telemetry, hold=hold, ui_port=ui_port)
+        finally:
+            telemetry.close()

@@ -87,7 +87,30 @@ def up(
         ),
     ] = True,
 ) -> None:
-    """Start the plane (idempotent; repairs a plane whose component crashed)."""
+    """Start the plane (idempotent; repairs a plane whose component crashed).
+
+    The plane outlives the command (``env down`` or --ttl stop it); ended while it starts, by
+    Ctrl-C or SIGTERM alike, the command stops what it had started and exits (SIGTERM: 143).
+    """
+    from orchestrator.cli.children import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        _up(
+            state_dir, timeout, ttl, output, provider, docker_state_dir, node_version,
+            raise_inotify,
+        )  # fmt: skip
+
+
+def _up(
+    state_dir: Path | None,
+    timeout: float,
+    ttl: int | None,
+    output: Format,
+    provider: str,
+    docker_state_dir: Path | None,
+    node_version: list[str] | None,
+    raise_inotify: bool,
+) -> None:
     from orchestrator.localplane import dockerenv
     from orchestrator.localplane.processes import PlaneError
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from orchestrator.cli.files import clip_message
+from orchestrator.cli.gates import CheckFailOn
 from orchestrator.cli.live import (
     AllNamespacesOpt,
     ContextOpt,
@@ -46,9 +47,42 @@ app = typer.Typer(
     cls=QuickGroup,
     help="Converge Kubernetes version drift across a Cluster API fleet.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+VersionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        help="Print the version and exit; with -o json|yaml also the Kubernetes, Cluster API "
+        "and etcd versions it was built against.",
+        show_default=False,
+    ),
+]
+TopOutputOpt = Annotated[
+    Format | None,
+    typer.Option("--output", "-o", help="With --version: json or yaml.", show_default=False),
+]
+
+
+@app.callback(invoke_without_command=True)
+def _top(ctx: typer.Context, version: VersionOpt = False, output: TopOutputOpt = None) -> None:
+    """Converge Kubernetes version drift across a Cluster API fleet."""
+    if not version:
+        if output is not None:
+            fail("-o before the command is only for --version: give it after the command")
+        if ctx.invoked_subcommand is None:  # only options, no command
+            fail("a command is needed (see calibrator --help)")
+        return
+    from orchestrator.cli.version import version_doc, version_line
+
+    if output in (Format.json, Format.yaml):
+        emit(version_doc(), output, _none)
+    else:
+        print(version_line())
+    raise typer.Exit(0)
 
 
 def _register_subcommands() -> None:
@@ -81,6 +115,22 @@ StrategyOpt = Annotated[
 ]
 SelectorOpt = Annotated[
     str | None, typer.Option("--selector", "-l", help="Only clusters matching this label selector.")
+]
+CheckFailOnOpt = Annotated[
+    CheckFailOn,
+    typer.Option(
+        "--fail-on",
+        help="Exit 3 on a finding that blocks an upgrade (block), on any finding (warn), "
+        "or never (none).",
+    ),
+]
+DriftFailOnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fail-on",
+        help="Exit 3 when a cluster is eol, skew or behind (a comma list: eol,skew).",
+        show_default=False,
+    ),
 ]
 
 
@@ -162,15 +212,18 @@ def drift(
     all_namespaces: AllNamespacesOpt = False,
     probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
+    fail_on: DriftFailOnOpt = None,
 ) -> None:
     """Show how far each cluster is from the target and the newest version.
 
-    Exit 1 when a live read left clusters out (each named on stderr).
+    Exit 1 when a live read left clusters out (each named on stderr). Exit 3 when a cluster
+    meets a --fail-on condition: eol (past end of life), skew (workers skewed beyond policy),
+    behind (below the target, else the newest version), as a comma list.
     """
     from dataclasses import replace
 
     from orchestrator.cli import render
-    from orchestrator.cli.output import finish
+    from orchestrator.cli.gates import drift_hits, finish_gate, parse_drift_conditions
     from orchestrator.domain.drift import drift_report
     from orchestrator.domain.selectors import parse_selector_string
     from orchestrator.planning import select_clusters
@@ -178,6 +231,7 @@ def drift(
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = _version(target) if target else None
     _checked_selector(selector)
+    conditions = parse_drift_conditions(fail_on)
     fleet = _fleet(source)
     snap = fleet.snapshot
     if selector:
@@ -191,7 +245,9 @@ def drift(
         render.unreachable_lines(con, snap)
 
     emit(doc, output, table)
-    finish(partial=bool(fleet.left_out))
+    hits = drift_hits(report, conditions)
+    flag = f"--fail-on {','.join(conditions)}"
+    finish_gate(hits, "cluster", flag, partial=bool(fleet.left_out))
 
 
 @app.command(cls=QuickCommand)
@@ -253,15 +309,17 @@ def check(
     all_namespaces: AllNamespacesOpt = False,
     probe: ProbeOpt = None,
     output: OutputOpt = Format.table,
+    fail_on: CheckFailOnOpt = CheckFailOn.none,
 ) -> None:
     """List workloads whose APIs a planned version no longer serves.
 
     Exit 1 when a cluster could not be planned and so was not checked (listed with the reason),
-    or a live read left clusters out. With --strategy it checks the path that strategy runs
-    (allowPrereleases changes it).
+    or a live read left clusters out. Exit 3 with --fail-on block when a finding blocks its
+    cluster's upgrade, with --fail-on warn on any finding. With --strategy it checks the path
+    that strategy runs (allowPrereleases changes it).
     """
     from orchestrator.cli import render
-    from orchestrator.cli.output import finish
+    from orchestrator.cli.gates import check_hits, finish_gate
     from orchestrator.planning import findings_to_json
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
@@ -277,7 +335,9 @@ def check(
         render.unreachable_lines(con, snap)
 
     emit(doc, output, table)
-    finish(partial=bool(result.unchecked) or bool(fleet.left_out))
+    hits = check_hits(result, fail_on)
+    partial = bool(result.unchecked) or bool(fleet.left_out)
+    finish_gate(hits, "finding", f"--fail-on {fail_on}", partial=partial)
 
 
 ExplainOpt = Annotated[
@@ -423,7 +483,7 @@ def main() -> None:
     tune_gc()
     allow_quick_exit()
     try:
-        app()
+        app(prog_name="calibrator")
     except SystemExit as done:
         code = 0 if done.code is None else done.code
         if isinstance(code, int) and _TEMPORAL_RUNTIME in sys.modules:

@@ -26,9 +26,15 @@ T = TypeVar("T")
 # answer -- the output is valid and complete for what it covers, and names every cluster or
 # workload it leaves out with the reason (kubectl diff's "1 = look at the output"); 2 = bad
 # input, nothing computed. Scripts can therefore tell "clean" from "not fully checked".
+# 3 = found what the caller asked to fail on (``--fail-on``, as pluto's 3; ``cli.gates``).
+# 4-6 = ``calibrate --wait`` saw the run end other than Succeeded (``cli.outcome``).
 EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_BAD_INPUT = 2
+EXIT_FOUND = 3
+EXIT_RUN_FAILED = 4
+EXIT_RUN_ABORTED = 5
+EXIT_RUN_INCOMPLETE = 6
 
 
 class Format(StrEnum):

@@ -474,3 +474,40 @@ def test_check_follows_the_strategy_path(tmp_path: Path) -> None:
     opt_in.write_text("stages: [{name: all}]\nallowPrereleases: true\n")
     doc = run_json("check", "-s", snap, "-t", "v1.21.2", "--strategy", str(opt_in))
     assert doc["unchecked"] == [] and doc["complete"] is True
+
+
+def _completion(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    script = "from orchestrator.cli.main import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+
+
+def test_shell_completion_is_offered_under_the_commands_name() -> None:
+    shown = _completion({}, "--show-completion", "bash")
+    assert (shown.returncode, shown.stderr) == (0, "")
+    # The program is `calibrator` however it was started, so one script serves every install.
+    assert "complete -o default -F _calibrator_completion calibrator" in shown.stdout
+    assert "_CALIBRATOR_COMPLETE=complete_bash" in shown.stdout
+
+
+def test_completion_completes_commands_and_choices() -> None:
+    commands = _completion(
+        {"_CALIBRATOR_COMPLETE": "complete_bash", "COMP_WORDS": "calibrator dri", "COMP_CWORD": "1"}
+    )
+    assert (commands.returncode, commands.stdout.split()) == (0, ["drift"])
+    levels = _completion(
+        {
+            "_CALIBRATOR_COMPLETE": "complete_bash",
+            "COMP_WORDS": "calibrator check --fail-on ",
+            "COMP_CWORD": "3",
+        }
+    )
+    assert (levels.returncode, levels.stdout.split()) == (0, ["block", "warn", "none"])
