@@ -110,6 +110,7 @@ def _from_current(
     rooms: Sequence[int | None],
     held: Mapping[int, int],
     add: Callable[[int, list[int | None], list[int]], Allocation],
+    *,
     shrink: Callable[[int, dict[int, int], Sequence[int]], Allocation] = _scale_down,
 ) -> Allocation | None:
     """Keep what still fits, scale down where replicas run, or ``add`` the rest (None: no base).
@@ -155,7 +156,7 @@ def aggregated(
         rooms,
         held,
         lambda extra, left, used: division.aggregated(extra, scores, left, used),
-        _packed_scale_down,
+        shrink=_packed_scale_down,
     )
 
 
