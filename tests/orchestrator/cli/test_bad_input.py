@@ -333,6 +333,16 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ("target-unavailable", ["plan", "-s", SNAPSHOT, "-t", "v1.36.0"], "not in availableVersions"),
     ("drift-target", ["drift", "-s", SNAPSHOT, "-t", "1.x"], "invalid Kubernetes version"),
     (
+        "lifecycle-missing",
+        ["drift", "-s", SNAPSHOT, "--lifecycle", "/nonexistent/lifecycle.yaml"],
+        "lifecycle file '/nonexistent/lifecycle.yaml' does not exist",
+    ),
+    (
+        "lifecycle-empty",
+        ["check", "-s", SNAPSHOT, "-t", TARGET, "--lifecycle", "/dev/null"],
+        "empty",
+    ),
+    (
         "target-newline",
         ["check", "-s", SNAPSHOT, "-t", TARGET + "\n"],
         "leading or trailing whitespace",
