@@ -18,6 +18,7 @@ The rules, as the API server and the Cluster API webhooks have them:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -42,8 +43,15 @@ def dns1123_label_error(raw: object) -> str | None:
     """Why ``raw`` is not a DNS-1123 label (a namespace name), or None when it is one."""
     if not isinstance(raw, str) or not raw:
         return f"must be a non-empty string, got {quote(raw)}"
-    if len(raw) > DNS1123_LABEL_MAX:
+    if len(raw) > DNS1123_LABEL_MAX:  # before the cache: it keeps only short strings
         return f"must be at most {DNS1123_LABEL_MAX} characters, got {quote(raw)}"
+    return _label_error(raw)
+
+
+# A fleet names few namespaces and clusters many times over (every workload, every reference):
+# each distinct name is checked once. Workload names are mostly unique and are not cached.
+@functools.lru_cache(maxsize=16384)
+def _label_error(raw: str) -> str | None:
     # fullmatch, not match with $: "$" also matches before a trailing newline.
     if not _DNS1123_LABEL.fullmatch(raw):
         return f"must be a DNS-1123 label ({_LABEL_RULE}), got {quote(raw)}"
@@ -67,4 +75,11 @@ def capi_name_error(raw: object) -> str | None:
     A DNS-1123 subdomain (every custom resource) that is also a label value (Cluster API's
     webhooks): every subdomain character is a label-value character, so only the length differs.
     """
+    if not isinstance(raw, str) or len(raw) > LABEL_VALUE_MAX:  # the cache keeps short ones
+        return dns1123_subdomain_error(raw, LABEL_VALUE_MAX)
+    return _capi_name_error(raw)
+
+
+@functools.lru_cache(maxsize=16384)
+def _capi_name_error(raw: str) -> str | None:
     return dns1123_subdomain_error(raw, LABEL_VALUE_MAX)
