@@ -18,17 +18,16 @@ from typing import Any, Final
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.snapshot import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.strict import check_fields
 from orchestrator.domain.versions import KubeVersion
 
 MAX_ENTRIES: Final = 10_000
 """Most rows one catalog (built-in or operator file) may hold."""
 ROW_FIELDS: Final = frozenset({"groupVersion", "kinds", "deprecatedIn", "removedIn", "replacement"})
-# "v1", "apps/v1", "widgets.example.com/v1alpha2": a group (DNS subdomain) and a version.
-_GROUP_VERSION = re.compile(
-    r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+[a-z0-9]*"
-)
+# "v1", "apps/v1", "widgets.example.com/v1alpha2": as a workload's ``apis`` entry has them, so
+# that every row can match some workload.
+_GROUP_VERSION = re.compile(GROUP_VERSION_PATTERN)
 _KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 _MINOR = re.compile(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,3})")
 

@@ -237,6 +237,10 @@ BAD = "Dev_AP 2!"
             "machineDeployments[0].version: invalid Kubernetes version ' v1.31.1'",
         ),
         ("availableVersions", ["v1.31.1", "v1.32.0 "], "availableVersions[1]: invalid"),
+        ("workloads.0.apis", ["v1/ConfigMap "], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["apps/v1/deployment"], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["Apps/v1/Deployment"], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["apps/1/Deployment"], "workloads[0].apis[0]: invalid API"),
     ],
 )
 def test_names_and_versions_are_what_kubernetes_accepts(
