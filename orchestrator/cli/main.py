@@ -132,6 +132,14 @@ DriftFailOnOpt = Annotated[
         show_default=False,
     ),
 ]
+LifecycleOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--lifecycle",
+        help="LifecycleOverrides YAML: API removals and end-of-life dates to add to the "
+        "built-in catalog and calendar (a CRD's own versions, extended support).",
+    ),
+]
 
 
 class SnapshotFormat(StrEnum):
@@ -146,10 +154,14 @@ def input_errors(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from contextvars import copy_context
+
         from orchestrator.domain.errors import InputError
 
         try:
-            return func(*args, **kwargs)
+            # A context of its own: what the command puts in force (``--lifecycle``) ends
+            # with it, also when several commands run in one process (tests, the demo).
+            return copy_context().run(func, *args, **kwargs)
         except InputError as err:
             fail(clip_message(str(err)))
 
@@ -195,6 +207,13 @@ def _checked_selector(selector: str | None) -> None:
         parse_selector_string(selector)
 
 
+def _use_lifecycle(path: Path | None) -> None:
+    """Read ``--lifecycle`` before the fleet (bad input costs no read) and put it in force."""
+    from orchestrator.domain.lifecycle import load_overrides, using
+
+    using(None if path is None else load_overrides(_read(path, "lifecycle")))
+
+
 def _today() -> date:
     return datetime.now(UTC).date()
 
@@ -206,6 +225,7 @@ def drift(
     snapshot: SnapshotOpt = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="Target version.")] = None,
     selector: SelectorOpt = None,
+    lifecycle: LifecycleOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
@@ -232,6 +252,7 @@ def drift(
     version = _version(target) if target else None
     _checked_selector(selector)
     conditions = parse_drift_conditions(fail_on)
+    _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
     if selector:
@@ -258,6 +279,7 @@ def plan(
     snapshot: SnapshotOpt = None,
     strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
+    lifecycle: LifecycleOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
@@ -277,6 +299,7 @@ def plan(
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = _version(target)
     _checked_selector(selector)
+    _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
     result = _plan(snap, version, strategy, selector)
@@ -303,6 +326,7 @@ def check(
     snapshot: SnapshotOpt = None,
     strategy: StrategyOpt = None,
     selector: SelectorOpt = None,
+    lifecycle: LifecycleOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
@@ -325,6 +349,7 @@ def check(
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = _version(target)
     _checked_selector(selector)
+    _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
     result = _plan(snap, version, strategy, selector)

@@ -145,13 +145,14 @@ class FieldRequirement:
         """Karmada's rules.
 
         provider and region as label selectors do (NotIn also matches a cluster without the
-        field); zone over all of a cluster's zones: In needs at least one zone and every zone
-        listed, NotIn needs no zone listed.
+        field); zone over all of a cluster's zones, as current Karmada matches them (its zones
+        fix of mid-2025): In needs any one of the cluster's zones listed, NotIn none of them.
+        The two are each other's negation, except that a cluster without zones matches NotIn
+        only.
         """
         if self.key == "zone":
-            if self.operator == "In":
-                return bool(location.zones) and all(z in self.values for z in location.zones)
-            return not any(z in self.values for z in location.zones)
+            listed = any(z in self.values for z in location.zones)
+            return listed if self.operator == "In" else not listed
         value = location.provider if self.key == "provider" else location.region
         return (value in self.values) == (self.operator == "In")
 

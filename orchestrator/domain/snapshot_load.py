@@ -27,6 +27,11 @@ from orchestrator.domain.location import (
     field_value,
     zone_list,
 )
+from orchestrator.domain.names import (
+    capi_name_error,
+    dns1123_label_error,
+    dns1123_subdomain_error,
+)
 from orchestrator.domain.quantity import (
     parse_cpu_milli,
     parse_memory_bytes,
@@ -165,6 +170,34 @@ def _name(raw: object, where: str) -> str:
     return raw
 
 
+def _cluster_name(raw: object, where: str) -> str:
+    """A Cluster API Cluster or MachineDeployment name, or a reference to a cluster.
+
+    References are held to the same rule as the names they point at: ``Dev_AP 2!`` in a
+    ``clusterNames`` list says what is wrong with it, not just that no cluster has that name.
+    """
+    problem = capi_name_error(raw)
+    if problem:
+        raise SnapshotError(f"{where}: {problem}")
+    return cast(str, raw)
+
+
+def _workload_name(raw: object, where: str) -> str:
+    """A FleetWorkload name: a DNS-1123 subdomain, as for every custom resource."""
+    problem = dns1123_subdomain_error(raw)
+    if problem:
+        raise SnapshotError(f"{where}: {problem}")
+    return cast(str, raw)
+
+
+def _namespace(raw: object, where: str) -> str:
+    """A namespace name: a DNS-1123 label."""
+    problem = dns1123_label_error(raw)
+    if problem:
+        raise SnapshotError(f"{where}: {problem}")
+    return cast(str, raw)
+
+
 def _int(raw: object, where: str, minimum: int = 0, maximum: int = MAX_REPLICAS) -> int:
     return integer(raw, where, minimum, maximum, SnapshotError)
 
@@ -249,7 +282,7 @@ def _cluster(raw: object, where: str) -> Cluster:
         },
         where,
     )
-    name = _name(_required(data, "name", where), f"{where}.name")
+    name = _cluster_name(_required(data, "name", where), f"{where}.name")
     cp_raw = _mapping(_required(data, "controlPlane", where), f"{where}.controlPlane")
     _check_fields(cp_raw, {"version", "replicas"}, f"{where}.controlPlane")
     control_plane = ControlPlaneState(
@@ -267,7 +300,7 @@ def _cluster(raw: object, where: str) -> Cluster:
         _check_fields(md, {"name", "version", "replicas"}, here)
         mds.append(
             MachineDeploymentState(
-                _name(_required(md, "name", here), f"{here}.name"),
+                _cluster_name(_required(md, "name", here), f"{here}.name"),
                 _version(_required(md, "version", here), f"{here}.version"),
                 _int(md.get("replicas", 1), f"{here}.replicas"),
             )
@@ -354,7 +387,12 @@ def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
         raise SnapshotError(f"{where}.kubeletVersions: more than {MAX_KUBELET_VERSIONS} versions")
     kubelets: list[tuple[str, int]] = []
     for version, count in kubelets_raw.items():
-        if not isinstance(version, str) or not version or len(version) > MAX_VERSION_LENGTH:
+        if (
+            not isinstance(version, str)
+            or not version
+            or len(version) > MAX_VERSION_LENGTH
+            or version != version.strip()  # as a Node reports it: never padded
+        ):
             raise SnapshotError(f"{where}.kubeletVersions: invalid version {quote(version)}")
         kubelets.append((version, _int(count, f"{where}.kubeletVersions.{version}", 1)))
     if sum(n for _, n in kubelets) > nodes:
@@ -393,11 +431,11 @@ def _affinity(raw: object, where: str) -> ClusterAffinity:
     except InputError as err:
         raise _wrap(where, err) from None
     names = tuple(
-        _name(n, f"{where}.clusterNames[{i}]")
+        _cluster_name(n, f"{where}.clusterNames[{i}]")
         for i, n in enumerate(_list(data.get("clusterNames"), f"{where}.clusterNames"))
     )
     exclude = tuple(
-        _name(n, f"{where}.exclude[{i}]")
+        _cluster_name(n, f"{where}.exclude[{i}]")
         for i, n in enumerate(_list(data.get("exclude"), f"{where}.exclude"))
     )
     label = _name(data["name"], f"{where}.name") if "name" in data else ""
@@ -479,7 +517,7 @@ def _replica_scheduling(raw: object, where: str) -> ReplicaScheduling:
         weights.append(
             StaticWeight(
                 weight=_int(w.get("weight", 1), f"{here}.weight", maximum=MAX_WEIGHT),
-                cluster=_name(w["cluster"], f"{here}.cluster") if "cluster" in w else None,
+                cluster=_cluster_name(w["cluster"], f"{here}.cluster") if "cluster" in w else None,
                 selector=selector,
                 min_replicas=min_r,
                 max_replicas=max_r,
@@ -500,7 +538,9 @@ def _latency(raw: object, where: str) -> LatencyConstraint | None:
         raise SnapshotError(f"{where}: give exactly one of 'cluster' or 'region'")
     return LatencyConstraint(
         max_rtt_ms=_number(_required(data, "rttMs", where), f"{where}.rttMs"),
-        to_cluster=_name(data["cluster"], f"{where}.cluster") if "cluster" in data else None,
+        to_cluster=_cluster_name(data["cluster"], f"{where}.cluster")
+        if "cluster" in data
+        else None,
         to_region=_name(data["region"], f"{where}.region") if "region" in data else None,
     )
 
@@ -583,7 +623,7 @@ def _current(raw: object, where: str) -> tuple[tuple[str, ...], tuple[int, ...] 
     """
     items = _list(raw, where)
     if not items or not any(isinstance(item, Mapping) for item in items):
-        return tuple(_name(c, f"{where}[{i}]") for i, c in enumerate(items)), None
+        return tuple(_cluster_name(c, f"{where}[{i}]") for i, c in enumerate(items)), None
     names: list[str] = []
     counts: list[int] = []
     for i, item in enumerate(items):
@@ -594,7 +634,7 @@ def _current(raw: object, where: str) -> tuple[tuple[str, ...], tuple[int, ...] 
                 f"not both (got {quote(item)})"
             )
         _check_fields(item, {"name", "replicas"}, here)
-        names.append(_name(_required(item, "name", here), f"{here}.name"))
+        names.append(_cluster_name(_required(item, "name", here), f"{here}.name"))
         counts.append(_int(_required(item, "replicas", here), f"{here}.replicas"))
     if len(set(names)) != len(names):
         raise SnapshotError(f"{where}: duplicate cluster(s) {_duplicates(names)}")
@@ -691,8 +731,8 @@ def _workload(raw: object, where: str) -> Workload:
     )
     namespace = data.get("namespace", "default")
     return Workload(
-        name=_name(_required(data, "name", where), f"{where}.name"),
-        namespace=_name(namespace, f"{where}.namespace"),
+        name=_workload_name(_required(data, "name", where), f"{where}.name"),
+        namespace=_namespace(namespace, f"{where}.namespace"),
         apis=_apis(data.get("apis"), f"{where}.apis"),
         replicas=_int(data.get("replicas", 1), f"{where}.replicas"),
         requests=_resources(data["requests"], f"{where}.requests")
@@ -752,11 +792,15 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
         here = f"network[{i}]"
         link = _mapping(l_raw, here)
         _check_fields(link, {"from", "to", "rttMs"}, here)
-        source = _name(_required(link, "from", here), f"{here}.from")
-        target = _name(_required(link, "to", here), f"{here}.to")
+        source = _cluster_name(_required(link, "from", here), f"{here}.from")
+        target = _cluster_name(_required(link, "to", here), f"{here}.to")
         for end in (source, target):
             if end not in known:
                 raise SnapshotError(f"{here}: unknown cluster {quote(end)}")
+        if source == target:
+            # A cluster's latency to itself is not a link: placement would read it as a
+            # measured round trip and rank the cluster against itself.
+            raise SnapshotError(f"{here}: from and to are the same cluster {quote(source)}")
         links.append(
             NetworkLink(source, target, _number(_required(link, "rttMs", here), f"{here}.rttMs"))
         )

@@ -9,7 +9,8 @@ Two rules need more than string equality:
 * ``Lt`` / ``Gt`` (Kubernetes 1.35, feature gate TaintTolerationComparisonOperators) compare the
   taint's value with the toleration's as 64-bit integers. A toleration's value must be a canonical
   decimal integer (validated where tolerations are parsed); a taint's value is free text, and one
-  that is not an integer is simply not matched by a numeric toleration, as in Kubernetes.
+  that is not a canonical integer (``0950``, ``+7``) is simply not matched by a numeric
+  toleration, as in Kubernetes.
 * ``tolerationSeconds`` bounds how long a NoExecute taint is tolerated: until the taint's
   ``timeAdded`` plus the seconds of the toleration that matched it (Karmada's cluster taint
   manager counts from ``timeAdded`` too). There is no clock here: callers pass ``now``, and
@@ -65,11 +66,14 @@ _CANONICAL_INT = re.compile(r"-?[1-9][0-9]*|0")
 
 
 def numeric_value(text: str) -> int | None:
-    """``text`` as a 64-bit integer the way Go's ParseInt reads it, else None.
+    """``text`` as a 64-bit integer if it is one in canonical form, else None.
 
-    Used on taint values, which are free text: ``+5`` and ``007`` read as 5 and 7 there too.
+    Kubernetes (1.35, ``Toleration.ToleratesTaint``) checks both values with apimachinery's
+    ``IsDecimalInteger`` before comparing: ``0200`` or ``+200`` on a taint is not an integer
+    there, so a ``Gt``/``Lt`` toleration does not match it, although Go's ParseInt would read
+    200. Taint values stay free text; such a value is simply never matched numerically.
     """
-    if not re.fullmatch(r"[+-]?[0-9]+", text):
+    if not _CANONICAL_INT.fullmatch(text):
         return None
     number = int(text)
     return number if _INT64[0] <= number <= _INT64[1] else None

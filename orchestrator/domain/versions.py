@@ -17,7 +17,7 @@ import semver
 
 from orchestrator.domain.errors import InputError
 
-_SHAPE = re.compile(r"^v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_SHAPE = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class VersionError(InputError):
@@ -106,11 +106,14 @@ def _prerelease_key(prerelease: str) -> tuple[object, ...]:
 
 @functools.lru_cache(maxsize=65536)
 def _parse_cached(text: str) -> KubeVersion:
-    stripped = text.strip()
-    if not _SHAPE.match(stripped):
+    # Exactly the version, nothing around it: "v1.35.0\n" (a file read without its newline
+    # cut) is bad input, not normalised, and ``fullmatch`` because ``$`` would let it through.
+    if text != text.strip():
+        raise VersionError(f"invalid Kubernetes version {text!r}: leading or trailing whitespace")
+    if not _SHAPE.fullmatch(text):
         _reject(text)
     try:
-        info = semver.Version.parse(stripped.removeprefix("v"))
+        info = semver.Version.parse(text.removeprefix("v"))
     except ValueError:
         _reject(text)
     return KubeVersion(info.major, info.minor, info.patch, info.prerelease or "", info.build or "")

@@ -15,6 +15,9 @@ Karmada does for dynamic division, the current assignment is the starting point 
   replicas are divided, by the mode's own rule, on top of what is kept;
 * **scale-down**: replicas are removed only from clusters that hold some, in proportion to what
   they hold (Webster with the current counts as weights, as Karmada's dynamic scale-down).
+  Aggregated first packs: it keeps the fewest clusters whose current replicas cover the new
+  total, the largest holder first, and removes the rest there (Karmada's Aggregated scale-down:
+  the mode exists to use as few clusters as possible, and shrinking is when clusters free up).
 
 Weighted division has one more rule, because its weights are a target shape and not only a way
 to split new replicas: a kept assignment that is not the Webster apportionment of its own total
@@ -82,12 +85,33 @@ def _scale_down(replicas: int, kept: dict[int, int], scores: Sequence[int]) -> A
     return Allocation(division.webster(replicas, weights, scores, caps=weights), 0)
 
 
+def _packed_scale_down(replicas: int, kept: dict[int, int], scores: Sequence[int]) -> Allocation:
+    """Aggregated's scale-down: the fewest current clusters that still hold ``replicas``.
+
+    Largest current holder first (ties: higher score, then name, the order division uses), the
+    shortest prefix whose replicas cover the new total; the replicas are then divided over that
+    prefix in proportion to what each holds. 12 replicas held 4/4/4 scaled to 4 stay on one
+    cluster; scaled to 6, on two (3 + 3).
+    """
+    order = sorted(kept, key=lambda p: (-kept[p], -scores[p], p))
+    packed: dict[int, int] = {}
+    held = 0
+    for p in order:
+        packed[p] = kept[p]
+        held += kept[p]
+        if held >= replicas:
+            break
+    return _scale_down(replicas, packed, scores)
+
+
 def _from_current(
     replicas: int,
     scores: Sequence[int],
     rooms: Sequence[int | None],
     held: Mapping[int, int],
     add: Callable[[int, list[int | None], list[int]], Allocation],
+    *,
+    shrink: Callable[[int, dict[int, int], Sequence[int]], Allocation] = _scale_down,
 ) -> Allocation | None:
     """Keep what still fits, scale down where replicas run, or ``add`` the rest (None: no base).
 
@@ -101,7 +125,7 @@ def _from_current(
     if total == replicas:
         return Allocation(kept, 0)
     if total > replicas:
-        return _scale_down(replicas, kept, scores)
+        return shrink(replicas, kept, scores)
     left = [None if r is None else r - kept.get(p, 0) for p, r in enumerate(rooms)]
     return _merged(kept, add(replicas - total, left, list(kept)))
 
@@ -122,13 +146,17 @@ def dynamic(
 def aggregated(
     replicas: int, scores: Sequence[int], rooms: Sequence[int | None], held: Mapping[int, int]
 ) -> Allocation | None:
-    """Aggregated division from the current assignment: a scale-up fills used clusters first."""
+    """Aggregated division from the current assignment.
+
+    A scale-up fills used clusters first; a scale-down packs onto the fewest clusters in use.
+    """
     return _from_current(
         replicas,
         scores,
         rooms,
         held,
         lambda extra, left, used: division.aggregated(extra, scores, left, used),
+        shrink=_packed_scale_down,
     )
 
 

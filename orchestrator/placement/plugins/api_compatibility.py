@@ -8,7 +8,6 @@ one of its APIs is evicted: its manifests can no longer be applied there.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable
 
 from orchestrator.domain.apicatalog import catalog, removed_apis
@@ -16,10 +15,19 @@ from orchestrator.domain.snapshot import ApiRef, Cluster, Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 
+# (catalog, its APIs) for the catalog last asked about: the catalog in force may be an
+# operator's for one command (``domain.lifecycle``), so the set follows the catalog object.
+_LAST: list[tuple[object, frozenset[ApiRef]]] = []
 
-@functools.cache
+
 def _removable() -> frozenset[ApiRef]:
-    return frozenset(catalog())
+    """The APIs with a known removal in the catalog in force (computed once per catalog)."""
+    entries = catalog()
+    if _LAST and _LAST[0][0] is entries:
+        return _LAST[0][1]
+    found = frozenset(entries)
+    _LAST[:] = [(entries, found)]
+    return found
 
 
 class ApiCompatibility:

@@ -184,6 +184,57 @@ SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
         _fleet(_set("clusters.0.controlPlane.version", "one.two")),
         "invalid Kubernetes version",
     ),
+    # Names as Kubernetes has them (orchestrator/domain/names.py), versions exactly as written.
+    (
+        "cluster-name-path",
+        _fleet(_set("clusters.0.name", "../../etc/prod-eu-1")),
+        "clusters[0].name: must be a DNS-1123 subdomain",
+    ),
+    (
+        "cluster-name-upper-space",
+        _fleet(_set("clusters.0.name", "Dev_AP 2!")),
+        "clusters[0].name: must be a DNS-1123 subdomain",
+    ),
+    (
+        "cluster-name-64",
+        _fleet(_set("clusters.0.name", "c" * 64)),
+        "clusters[0].name: must be at most 63 characters",
+    ),
+    (
+        "md-name-underscore",
+        _fleet(_set("clusters.0.machineDeployments.0.name", "md_0")),
+        "machineDeployments[0].name: must be a DNS-1123 subdomain",
+    ),
+    (
+        "workload-name-upper",
+        _fleet(_set("workloads.0.name", "Checkout")),
+        "workloads[0].name: must be a DNS-1123 subdomain",
+    ),
+    (
+        "namespace-dotted",
+        _fleet(_set("workloads.0.namespace", "team.shop")),
+        "workloads[0].namespace: must be a DNS-1123 label",
+    ),
+    (
+        "cluster-ref-bad",
+        _fleet(_set("workloads.0.placement.clusters", ["Dev_AP 2!"])),
+        "placement.clusters[0]: must be a DNS-1123 subdomain",
+    ),
+    (
+        "version-newline",
+        _fleet(_set("clusters.0.controlPlane.version", "v1.34.2\n")),
+        "leading or trailing whitespace",
+    ),
+    (
+        "available-version-space",
+        _fleet(_set("availableVersions.0", " v1.33.4")),
+        "availableVersions[0]: invalid Kubernetes version ' v1.33.4'",
+    ),
+    (
+        "network-self",
+        _fleet(_set("network", [{"from": "prod-eu-1", "to": "prod-eu-1", "rttMs": 1}])),
+        "network[0]: from and to are the same cluster 'prod-eu-1'",
+    ),
     (
         "rtt-nan",
         _fleet(_set("network", [{"from": "prod-eu-1", "to": "prod-us-1", "rttMs": float("nan")}])),
@@ -281,6 +332,21 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ),
     ("target-unavailable", ["plan", "-s", SNAPSHOT, "-t", "v1.36.0"], "not in availableVersions"),
     ("drift-target", ["drift", "-s", SNAPSHOT, "-t", "1.x"], "invalid Kubernetes version"),
+    (
+        "lifecycle-missing",
+        ["drift", "-s", SNAPSHOT, "--lifecycle", "/nonexistent/lifecycle.yaml"],
+        "lifecycle file '/nonexistent/lifecycle.yaml' does not exist",
+    ),
+    (
+        "lifecycle-empty",
+        ["check", "-s", SNAPSHOT, "-t", TARGET, "--lifecycle", "/dev/null"],
+        "empty",
+    ),
+    (
+        "target-newline",
+        ["check", "-s", SNAPSHOT, "-t", TARGET + "\n"],
+        "leading or trailing whitespace",
+    ),
     (
         "selector-syntax",
         ["plan", "-s", SNAPSHOT, "-t", TARGET, "-l", "env in prod"],

@@ -89,9 +89,11 @@ BARE = Location()
         ("provider", "NotIn", ("gcp",), BARE, True),  # as a label selector: absent matches NotIn
         ("region", "In", ("eu", "us"), EU, True),
         ("region", "NotIn", ("eu",), EU, False),
-        # zone In: every zone of the cluster listed, and at least one zone
+        # zone In: any zone of the cluster listed (Karmada since its zones fix), none: no match
         ("zone", "In", ("eu-a", "eu-b", "eu-c"), EU, True),
-        ("zone", "In", ("eu-a",), EU, False),
+        ("zone", "In", ("eu-a",), EU, True),
+        ("zone", "In", ("eu-b",), EU, True),
+        ("zone", "In", ("eu-c",), EU, False),
         ("zone", "In", ("eu-a",), BARE, False),
         # zone NotIn: none of the cluster's zones listed
         ("zone", "NotIn", ("eu-c",), EU, True),

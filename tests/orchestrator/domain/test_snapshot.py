@@ -170,6 +170,98 @@ def test_malformed_text(text: str, message: str) -> None:
         load_snapshot(text)
 
 
+BAD = "Dev_AP 2!"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "clusters.0.name",
+            "../../etc/prod-eu-1",
+            "clusters[0].name: must be a DNS-1123 subdomain",
+        ),
+        ("clusters.0.name", "A", "clusters[0].name: must be a DNS-1123 subdomain"),
+        ("clusters.0.name", "a" * 64, "clusters[0].name: must be at most 63 characters"),
+        ("clusters.0.name", "", "clusters[0].name: must be a non-empty string"),
+        (
+            "clusters.0.machineDeployments.0.name",
+            "MD 0",
+            "machineDeployments[0].name: must be a DNS-1123 subdomain",
+        ),
+        ("workloads.0.name", "W", "workloads[0].name: must be a DNS-1123 subdomain"),
+        ("workloads.0.name", "w" * 254, "workloads[0].name: must be at most 253 characters"),
+        ("workloads.0.namespace", "a.b", "workloads[0].namespace: must be a DNS-1123 label"),
+        ("workloads.0.namespace", "Default", "workloads[0].namespace: must be a DNS-1123 label"),
+        ("workloads.0.placement.clusters", [BAD], "placement.clusters[0]: must be a DNS-1123"),
+        (
+            "workloads.0.placement.clusters",
+            [{"name": BAD, "replicas": 1}],
+            "placement.clusters[0].name: must be a DNS-1123",
+        ),
+        (
+            "workloads.0.placement.clusterAffinity",
+            {"clusterNames": [BAD]},
+            "clusterAffinity.clusterNames[0]: must be a DNS-1123",
+        ),
+        (
+            "workloads.0.placement.clusterAffinity",
+            {"exclude": [BAD]},
+            "clusterAffinity.exclude[0]: must be a DNS-1123",
+        ),
+        (
+            "workloads.0.placement.replicaScheduling",
+            {"type": "Weighted", "weights": [{"cluster": BAD}]},
+            "weights[0].cluster: must be a DNS-1123",
+        ),
+        (
+            "workloads.0.placement.maxLatency",
+            {"cluster": BAD, "rttMs": 5},
+            "maxLatency.cluster: must be a DNS-1123",
+        ),
+        ("network", [{"from": BAD, "to": "a", "rttMs": 1}], "network[0].from: must be a DNS-1123"),
+        (
+            "network",
+            [{"from": "a", "to": "a", "rttMs": 1}],
+            "network[0]: from and to are the same cluster 'a'",
+        ),
+        (
+            "clusters.0.controlPlane.version",
+            "v1.31.1\n",
+            "clusters[0].controlPlane.version: invalid Kubernetes version 'v1.31.1\\n': "
+            "leading or trailing whitespace",
+        ),
+        (
+            "clusters.0.machineDeployments.0.version",
+            " v1.31.1",
+            "machineDeployments[0].version: invalid Kubernetes version ' v1.31.1'",
+        ),
+        ("availableVersions", ["v1.31.1", "v1.32.0 "], "availableVersions[1]: invalid"),
+        ("workloads.0.apis", ["v1/ConfigMap "], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["apps/v1/deployment"], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["Apps/v1/Deployment"], "workloads[0].apis[0]: invalid API"),
+        ("workloads.0.apis", ["apps/1/Deployment"], "workloads[0].apis[0]: invalid API"),
+    ],
+)
+def test_names_and_versions_are_what_kubernetes_accepts(
+    path: str, value: object, message: str
+) -> None:
+    with pytest.raises(SnapshotError) as err:
+        snapshot_from_mapping(_set(minimal(), path, value))
+    assert message in str(err.value)
+
+
+def test_kubelet_versions_are_not_padded() -> None:
+    doc = minimal()
+    doc["clusters"][0]["workloadCluster"] = {
+        "reachable": True,
+        "nodes": 1,
+        "kubeletVersions": {"v1.31.1\n": 1},
+    }
+    with pytest.raises(SnapshotError, match="kubeletVersions: invalid version"):
+        snapshot_from_mapping(doc)
+
+
 def test_network_links_must_name_known_clusters() -> None:
     doc = minimal()
     doc["network"] = [{"from": "a", "to": "b", "rttMs": 3}]

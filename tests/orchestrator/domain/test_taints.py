@@ -88,8 +88,17 @@ SLA = Taint("example.com/sla", "NoSchedule", "950")
         ("Lt", "950", "950", False),
         ("Lt", "0", "-5", True),
         ("Gt", "-10", "-5", True),
-        ("Gt", "1", "0950", True),  # a taint value is free text, read as Go's ParseInt does
-        ("Gt", "1", "+7", True),
+        # A taint value must be canonical too (apimachinery's IsDecimalInteger, as Kubernetes
+        # checks it before comparing): a leading zero or a plus sign is not an integer there.
+        ("Gt", "1", "0950", False),
+        ("Gt", "1", "+7", False),
+        ("Gt", "100", "0200", False),
+        ("Gt", "100", "+200", False),
+        ("Lt", "300", "0200", False),
+        ("Lt", "1", "-0", False),
+        ("Gt", "100", "200", True),
+        ("Gt", "-1", "0", True),
+        ("Lt", "1", "0", True),
         ("Gt", "1", "95.5", False),  # not an integer: never matched, never an error
         ("Lt", "5", "", False),
         ("Gt", "1", "9223372036854775808", False),  # beyond int64

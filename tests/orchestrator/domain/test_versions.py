@@ -12,7 +12,6 @@ V = KubeVersion.parse
     [
         ("v1.31.1", "v1.31.1"),
         ("1.31.1", "v1.31.1"),
-        (" v1.32.0 ", "v1.32.0"),
         ("v1.32.0-alpha.2", "v1.32.0-alpha.2"),
         ("v1.32.0+foo.2-bar.2", "v1.32.0+foo.2-bar.2"),
         ("v1.33.0-rc.1+build.7", "v1.33.0-rc.1+build.7"),
@@ -28,6 +27,20 @@ def test_parse_round_trips(text: str, expected: str) -> None:
 def test_parse_rejects_with_one_clear_message(bad: object) -> None:
     with pytest.raises(VersionError, match="invalid Kubernetes version"):
         KubeVersion.parse(bad)
+
+
+@pytest.mark.parametrize(
+    "padded", ["v1.35.0\n", " v1.35.0", "v1.35.0 ", "\tv1.35.0", "v1.35.0\r\n"]
+)
+def test_parse_refuses_surrounding_whitespace_instead_of_trimming_it(padded: str) -> None:
+    with pytest.raises(VersionError, match="leading or trailing whitespace"):
+        KubeVersion.parse(padded)
+
+
+@pytest.mark.parametrize("odd", ["v1.\u0663\u0665.0", "v1.35.0\nv1.36.0"])
+def test_parse_takes_ascii_digits_and_one_line_only(odd: str) -> None:
+    with pytest.raises(VersionError, match="invalid Kubernetes version"):
+        KubeVersion.parse(odd)
 
 
 @pytest.mark.parametrize(

@@ -158,6 +158,50 @@ CASES: list[tuple[str, dict[str, Any], dict[str, int], dict[str, int], dict[str,
         {"a": 6},
         6,
     ),
+    # Aggregated scale-down packs (Karmada): the fewest clusters in use whose current replicas
+    # cover the new total, the largest holder first, divided there by what each holds.
+    (
+        "aggregated scale-down empties the smaller holders",
+        _fleet({"a": 6, "b": 3, "c": 3}, replicas=6, division=AGGREGATED),
+        {"a": 6},
+        {},
+        {"b": 3, "c": 3},
+        0,
+    ),
+    (
+        "aggregated scale-down keeps the largest holder, not the first name",
+        _fleet({"a": 2, "b": 6, "c": 4}, replicas=5, division=AGGREGATED),
+        {"b": 5},
+        {},
+        {"a": 2, "b": 1, "c": 4},
+        0,
+    ),
+    (
+        # 4:4:4 to 6: one cluster's 4 cannot hold 6, two can (ties by score, then name).
+        "aggregated scale-down over equal holders uses two clusters for 6 of 12",
+        _fleet({"a": 4, "b": 4, "c": 4}, replicas=6, division=AGGREGATED),
+        {"a": 3, "b": 3},
+        {},
+        {"a": 1, "b": 1, "c": 4},
+        0,
+    ),
+    (
+        "aggregated scale-down over equal holders uses one cluster for 4 of 12",
+        _fleet({"a": 4, "b": 4, "c": 4}, replicas=4, division=AGGREGATED),
+        {"a": 4},
+        {},
+        {"b": 4, "c": 4},
+        0,
+    ),
+    (
+        # Dynamic keeps Karmada's proportional scale-down (contrast with the cases above).
+        "dynamic scale-down of equal holders stays on every cluster",
+        _fleet({"a": 4, "b": 4, "c": 4}, replicas=6, division=DYNAMIC),
+        {"a": 2, "b": 2, "c": 2},
+        {},
+        {"a": 2, "b": 2, "c": 2},
+        0,
+    ),
     (
         # Equal weights, 4 replicas over 3 clusters: any cluster may hold the 2; a tie never moves.
         "weighted keeps a tie where it is",

@@ -146,11 +146,16 @@ def _fields(*expressions: tuple[str, str, list[str]]) -> dict[str, Any]:
         ({}, _fields(("provider", "NotIn", ["aws"])), ()),  # no provider: NotIn holds
         ({}, _fields(("region", "In", ["eu"])), ("fields do not match region in (eu)",)),
         ({"zones": ["eu-a", "eu-b"]}, _fields(("zone", "In", ["eu-a", "eu-b", "eu-c"])), ()),
+        # zone In: any of the cluster's zones listed places it (Karmada's zones fix)
+        ({"zones": ["eu-a", "eu-b"]}, _fields(("zone", "In", ["eu-a"])), ()),
+        ({"zones": ["zone1", "zone2", "zone3"]}, _fields(("zone", "In", ["zone2"])), ()),
         (
             {"zones": ["eu-a", "eu-b"]},
-            _fields(("zone", "In", ["eu-a"])),
-            ("fields do not match zone in (eu-a)",),
+            _fields(("zone", "In", ["eu-c"])),
+            ("fields do not match zone in (eu-c)",),
         ),
+        ({}, _fields(("zone", "In", ["eu-a"])), ("fields do not match zone in (eu-a)",)),
+        ({}, _fields(("zone", "NotIn", ["eu-a"])), ()),  # no zones: NotIn holds
         (
             {"zones": ["eu-a"], "region": "eu"},
             _fields(("region", "In", ["eu"]), ("zone", "NotIn", ["eu-a"])),
