@@ -46,7 +46,7 @@ DEFAULT_HEALTH_ADDRESS = "127.0.0.1:9465"
 HEALTH_ADDRESS_ENV = "CALIBRATOR_HEALTH_ADDRESS"
 POLL_FRESHNESS = timedelta(minutes=2)
 CHECK_INTERVAL = 10.0  # seconds an answer of the server is reused
-CHECK_TIMEOUT = 5.0
+CHECK_TIMEOUT = 3.0  # both questions at once: under the probes' 5 s timeout
 READ_TIMEOUT = 5.0
 MAX_REQUEST = 8192
 
@@ -119,10 +119,11 @@ def server_poll_check(client: Client, task_queue: str, identity: str) -> PollChe
 
     async def check() -> Polling:
         try:
-            return Polling(
-                workflow=await polled(TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
-                activity=await polled(TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+            workflow, activity = await asyncio.gather(
+                polled(TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+                polled(TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
             )
+            return Polling(workflow=workflow, activity=activity)
         except Exception as err:  # the server's answer is the signal; its failure is one too
             return Polling(error=str(err)[:120] or type(err).__name__)
 
