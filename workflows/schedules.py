@@ -102,7 +102,12 @@ def check_time_zone(name: str) -> str:
         raise InputError(
             f"--time-zone: expected an IANA name like Europe/Berlin, got {name[:40]!r}"
         )
-    if text != UTC_NAME and text not in _known_zones():
+    known = _known_zones() if text != UTC_NAME else {text}
+    if not known:
+        raise InputError(
+            "--time-zone: this machine has no time zone database (install the tzdata package)"
+        )
+    if text not in known:
         raise InputError(
             f"--time-zone: unknown time zone {text!r} (an IANA name like Europe/Berlin or UTC)"
         )

@@ -142,3 +142,10 @@ def _calendar(**fields: tuple[ScheduleRange, ...]) -> ScheduleSpec:
 )  # fmt: skip
 def test_timetables_read_back_from_the_servers_spec(spec: ScheduleSpec, text: str) -> None:
     assert schedules._spec(spec) == text
+
+
+def test_a_machine_without_a_tz_database_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedules, "_known_zones", set)
+    with pytest.raises(InputError, match="no time zone database"):
+        schedules.check_time_zone("Europe/Berlin")
+    assert schedules.check_time_zone("UTC") == "UTC"  # needs no database
