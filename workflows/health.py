@@ -5,9 +5,10 @@ series, a probe reads only the start of it and closes, and the SDK's exporter th
 "Error serving metrics connection ... Connection reset by peer" at every probe; and an answer
 from the metrics exporter only says the process is alive, not that the worker takes work.
 
-- ``GET /livez``: 200 while the Temporal worker runs (started, not shut down). That this small
-  server answers at all also says the worker's event loop is not blocked. It does not depend on
-  the Temporal server, so an outage of Temporal does not restart every worker.
+- ``GET /livez``: 200 from start-up until the Temporal worker has shut down (``starting`` and
+  ``running`` are alive, ``stopped`` is not). That this small server answers at all also says
+  the worker's event loop is not blocked. It does not depend on the Temporal server, so an
+  outage of Temporal does not restart every worker.
 - ``GET /readyz``: 200 when, besides, the Temporal server lists this worker's identity among
   the recent pollers of its task queue, for workflow tasks and for activity tasks (a poll seen
   within ``POLL_FRESHNESS``: polls are long polls of about a minute when there is no work).
@@ -66,6 +67,14 @@ class Polling:
 
 
 PollCheck = Callable[[], Awaitable[Polling]]
+STARTING, RUNNING, STOPPED = "starting", "running", "stopped"
+
+
+def worker_state(worker: Any) -> str:
+    """STARTING before ``Worker.run`` began, RUNNING while it runs, STOPPED once it shut down."""
+    if worker.is_shutdown:
+        return STOPPED
+    return RUNNING if worker.is_running else STARTING
 
 
 def health_address(flag: str | None, environ: Mapping[str, str]) -> str | None:
@@ -135,12 +144,12 @@ class HealthServer:
 
     def __init__(
         self,
-        running: Callable[[], bool],
+        state: Callable[[], str],
         poll_check: PollCheck,
         task_queue: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._running = running
+        self._state = state
         self._check = poll_check
         self._task_queue = task_queue
         self._clock = clock
@@ -173,10 +182,11 @@ class HealthServer:
             return 404, {"error": "not found: /livez or /readyz"}
         if method not in ("GET", "HEAD"):
             return 405, {"error": "GET only"}
-        running = self._running()
-        body: dict[str, Any] = {"worker": "running" if running else "stopped"}
+        state = self._state()
+        running = state == RUNNING
+        body: dict[str, Any] = {"worker": state}
         if path == "/livez":
-            return (200 if running else 503), body
+            return (503 if state == STOPPED else 200), body
         polling = await self.polling() if running else Polling()
         body.update(taskQueue=self._task_queue, workflowPoll=polling.workflow)
         body["activityPoll"] = polling.activity

@@ -20,7 +20,7 @@ from workflows.activities import CalibrationActivities
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.continuous import ContinuousCalibration
 from workflows.definitions.fleet_calibration import FleetCalibration
-from workflows.health import HealthServer, server_poll_check
+from workflows.health import HealthServer, server_poll_check, worker_state
 from workflows.payloads import strict_client
 
 WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade, ContinuousCalibration)
@@ -66,7 +66,7 @@ async def run_worker(
         await worker.run()
         return
     server = HealthServer(
-        lambda: worker.is_running,
+        lambda: worker_state(worker),
         server_poll_check(client, task_queue, client.identity),
         task_queue,
     )

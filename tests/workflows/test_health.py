@@ -33,10 +33,10 @@ async def _get(sock: socket.socket, request: bytes) -> tuple[int, dict[str, Any]
 
 
 class Fake:
-    """A worker that runs or not, and a server that lists its polls or not."""
+    """A worker in some state, and a server that lists its polls or not."""
 
     def __init__(self) -> None:
-        self.running = True
+        self.state = health.RUNNING
         self.polling = Polling(workflow=True, activity=True)
         self.checks = 0
         self.now = 0.0
@@ -49,7 +49,7 @@ class Fake:
 def _serve(fake: Fake, scenario: Any) -> Any:
     async def main() -> Any:
         sock = health.bind(free_address())
-        server = HealthServer(lambda: fake.running, fake.check, "calibration", lambda: fake.now)
+        server = HealthServer(lambda: fake.state, fake.check, "calibration", lambda: fake.now)
         await server.start(sock)
         try:
             return await scenario(sock)
@@ -82,9 +82,15 @@ def test_ready_while_running_and_polling_then_not() -> None:
         fake.now += health.CHECK_INTERVAL
         status, body, _ = await _get(sock, b"GET /readyz?verbose=1 HTTP/1.1\r\n\r\n")
         assert (status, body["error"]) == (503, "cannot reach Temporal")
-        # The worker stopped: neither alive nor ready, and the server is not asked.
-        fake.running = False
+        # Starting (before the worker's run began): alive, not ready, the server is not asked.
+        fake.state = health.STARTING
         checks = fake.checks
+        status, body, _ = await _get(sock, b"GET /livez HTTP/1.1\r\n\r\n")
+        assert (status, body) == (200, {"worker": "starting"})
+        status, body, _ = await _get(sock, b"GET /readyz HTTP/1.1\r\n\r\n")
+        assert (status, body["worker"], body["workflowPoll"]) == (503, "starting", False)
+        # The worker stopped: neither alive nor ready, and the server is not asked.
+        fake.state = health.STOPPED
         for path in (b"/livez", b"/readyz"):
             status, body, _ = await _get(sock, b"GET " + path + b" HTTP/1.1\r\n\r\n")
             assert (status, body["worker"]) == (503, "stopped")

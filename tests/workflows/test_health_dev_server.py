@@ -76,7 +76,7 @@ def test_the_worker_is_ready_once_the_server_sees_it_poll_and_the_endpoint_stops
             other = server_poll_check(client, queue, "someone-else@nowhere")
             assert await other() == health.Polling(workflow=False, activity=False)
             # A question the server refuses (no queue name) is a reason, not an exception.
-            bad = HealthServer(lambda: True, server_poll_check(client, "", "x"), "")
+            bad = HealthServer(lambda: health.RUNNING, server_poll_check(client, "", "x"), "")
             status, body = await bad.answer("GET", "/readyz")
             assert status == 503 and body["error"], body
 
