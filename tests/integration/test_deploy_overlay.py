@@ -221,25 +221,29 @@ def _start_replicas(
                 stderr=subprocess.STDOUT,
             )
         replicas.append((proc, log, port))
-    for proc, log, port in replicas:
-        wait_for(
-            f"worker {log.name} connected",
-            functools.partial(_connected, proc, log),
-            START_TIMEOUT,
-            interval=0.5,
-        )
-        # The Deployment's probes on the health port: alive, then ready once the Temporal server
-        # lists this replica's polls (bounded: the dev server sees a poll at once).
-        probes = {p["httpGet"]["path"] for p in _probes(container)}
-        assert probes == {"/livez", "/readyz"}, probes
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=10) as answer:
-            assert answer.status == 200
-        wait_for(
-            f"worker {log.name} ready (/readyz)",
-            functools.partial(_ready, port),
-            START_TIMEOUT,
-            interval=0.5,
-        )
+    try:
+        for proc, log, port in replicas:
+            wait_for(
+                f"worker {log.name} connected",
+                functools.partial(_connected, proc, log),
+                START_TIMEOUT,
+                interval=0.5,
+            )
+            # The Deployment's probes on the health port: alive, then ready once the Temporal
+            # server lists this replica's polls (bounded: the dev server sees a poll at once).
+            probes = {p["httpGet"]["path"] for p in _probes(container)}
+            assert probes == {"/livez", "/readyz"}, probes
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=10) as answer:
+                assert answer.status == 200
+            wait_for(
+                f"worker {log.name} ready (/readyz)",
+                functools.partial(_ready, port),
+                START_TIMEOUT,
+                interval=0.5,
+            )
+    except BaseException:  # a replica that failed its checks: stop every one started
+        _stop(replicas)
+        raise
     return replicas
 
 

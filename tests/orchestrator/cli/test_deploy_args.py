@@ -40,6 +40,6 @@ def test_the_metrics_and_health_ports_are_the_ones_the_arguments_bind() -> None:
     args = container["args"]
     declared = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert set(declared) == {"metrics", "health"}
-    for name in declared:
+    for name, container_port in declared.items():
         port = args[args.index(f"--{name}-address") + 1].rsplit(":", 1)[1]
-        assert declared[name] == int(port), name
+        assert container_port == int(port), name
