@@ -344,6 +344,8 @@ async def list_all(client: Client) -> list[dict[str, Any]]:
             {
                 "name": entry.id,
                 "spec": _spec(entry.schedule.spec) if entry.schedule else "",
+                "timeZone": (entry.schedule.spec.time_zone_name if entry.schedule else None)
+                or UTC_NAME,
                 "paused": bool(state and state.paused),
                 "note": state.note if state and state.note else "",
                 "nextRun": _time(info.next_action_times[0])

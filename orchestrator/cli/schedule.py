@@ -217,11 +217,11 @@ def list_(
     def table(con: Console) -> None:
         t = new_table(
             "Continuous calibration schedules",
-            ("Name", "Timetable", "Paused", "Next run", "Last run", "Note"),
+            ("Name", "Timetable", "Zone", "Paused", "Next run", "Last run", "Note"),
         )
         for r in rows:
             t.add_row(
-                r["name"], r["spec"], "yes" if r["paused"] else "no",
+                r["name"], r["spec"], r["timeZone"], "yes" if r["paused"] else "no",
                 r["nextRun"] or "", r["lastRun"] or "", r["note"],
             )  # fmt: skip
         con.print(t)

@@ -78,6 +78,13 @@ def test_a_weekly_berlin_schedule_is_created_updated_and_paused_through_the_cli(
                 assert run.strftime("%a") == "Sat" and run.hour == 2 and run.minute < 5, run
             assert all(b - a >= timedelta(days=6) for a, b in itertools.pairwise(runs))
 
+            listed = await cli("schedule", "list", "-o", "json")  # visibility: may trail a moment
+            assert listed.exit_code == 0, listed.output
+            for row in json.loads(listed.stdout)["schedules"]:
+                assert (row["name"], row["spec"], row["timeZone"]) == (
+                    "weekly", "cron 0 2 * * Sat", "Europe/Berlin",
+                )  # fmt: skip
+
             # Update the timetable (the zone is kept), the jitter off, the note.
             updated = await cli(
                 "schedule", "update", "weekly", "--cron", "30 3 * * Sun", "--jitter", "0",
