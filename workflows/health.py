@@ -12,8 +12,8 @@ from the metrics exporter only says the process is alive, not that the worker ta
 - ``GET /readyz``: 200 when, besides, the Temporal server lists this worker's identity among
   the recent pollers of its task queue, for workflow tasks and for activity tasks (a poll seen
   within ``POLL_FRESHNESS``: polls are long polls of about a minute when there is no work).
-  Read with ``DescribeTaskQueue``, at most once per ``CHECK_INTERVAL`` (probes of both kinds and
-  both replicas share one answer) and with ``CHECK_TIMEOUT``. In a rolling update the new pod
+  Read with ``DescribeTaskQueue``, at most once per ``CHECK_INTERVAL`` while the answer is yes
+  (all probes share it) and once per ``RECHECK_INTERVAL`` while it is no, with ``CHECK_TIMEOUT``. In a rolling update the new pod
   is ready only once it takes work.
 
 Each answer is one short JSON document (under 300 bytes) with ``Connection: close``; any other
@@ -46,7 +46,8 @@ from workflows.telemetry import parse_metrics_address
 DEFAULT_HEALTH_ADDRESS = "127.0.0.1:9465"
 HEALTH_ADDRESS_ENV = "CALIBRATOR_HEALTH_ADDRESS"
 POLL_FRESHNESS = timedelta(minutes=2)
-CHECK_INTERVAL = 10.0  # seconds an answer of the server is reused
+CHECK_INTERVAL = 10.0  # seconds a "polling" answer of the server is reused
+RECHECK_INTERVAL = 1.0  # seconds a "not polling" answer is: a starting worker turns ready soon
 CHECK_TIMEOUT = 3.0  # both questions at once: under the probes' 5 s timeout
 READ_TIMEOUT = 5.0
 MAX_REQUEST = 8192
@@ -169,11 +170,14 @@ class HealthServer:
             self._server = None
 
     async def polling(self) -> Polling:
-        """The server's answer, reused for CHECK_INTERVAL seconds."""
+        """The server's answer, reused for CHECK_INTERVAL seconds (RECHECK_INTERVAL if not ok)."""
         async with self._lock:
             now = self._clock()
-            if self._last is None or now - self._last[0] >= CHECK_INTERVAL:
-                self._last = (now, await self._check())
+            if self._last is not None:
+                asked, answer = self._last
+                if now - asked < (CHECK_INTERVAL if answer.ok else RECHECK_INTERVAL):
+                    return answer
+            self._last = (now, await self._check())
             return self._last[1]
 
     async def answer(self, method: str, path: str) -> tuple[int, dict[str, Any]]:

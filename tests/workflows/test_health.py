@@ -116,6 +116,22 @@ def test_probes_share_one_answer_per_interval() -> None:
     _serve(fake, scenario)
 
 
+def test_a_no_is_asked_again_sooner_than_a_yes() -> None:
+    fake = Fake()
+    fake.polling = Polling(workflow=True, activity=False)  # the server has not seen both yet
+
+    async def scenario(sock: socket.socket) -> None:
+        assert (await _get(sock, b"GET /readyz HTTP/1.1\r\n\r\n"))[0] == 503
+        assert (await _get(sock, b"GET /readyz HTTP/1.1\r\n\r\n"))[0] == 503
+        assert fake.checks == 1
+        fake.polling = Polling(workflow=True, activity=True)
+        fake.now += health.RECHECK_INTERVAL
+        assert (await _get(sock, b"GET /readyz HTTP/1.1\r\n\r\n"))[0] == 200
+        assert fake.checks == 2
+
+    _serve(fake, scenario)
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
