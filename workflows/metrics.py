@@ -7,9 +7,15 @@ workflow replays history, so a worker restart does not count a calibration twice
 worker measures is therefore on one endpoint (docs/observability.md, docs/decisions.md).
 
 Recorders take the meter (and a "live" check for workflows) so workflow code stays free of I/O
-and the recorders can be tested without a worker. Label values are bounded: phases, components,
-outcomes and actions are small fixed sets; ``calibration`` (the workflow id) grows with the number
-of calibrations a worker ran, never with clusters or workloads.
+and the recorders can be tested without a worker.
+
+Label rule: every label value comes from a small set fixed in this module or in
+``workflows.model`` (phases, components, outcomes, actions), never from a run, cluster, workload
+or version. The Temporal SDK's exporter cannot remove a series once recorded, so a per-run label
+(a calibration id) would add series with every run until the worker restarts; per-run state is
+Temporal's (``calibrator status``, the ``CalibrationPhase`` search attribute), and the metrics
+count what crosses all runs. ``LABELS`` lists the values each label may take; a test holds every
+recorder to it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from collections.abc import Callable, Mapping
 
 from temporalio.common import MetricMeter
 
-CLUSTERS = "calibrator_clusters"
+CLUSTER_TRANSITIONS = "calibrator_cluster_transitions_total"
+CALIBRATIONS = "calibrator_calibrations_total"
 STEP_DURATION = "calibrator_step_duration_seconds"
 TAINT_GATED = "calibrator_taint_gated_seconds"
 PLACEMENT_RUNS = "calibrator_placement_runs_total"
@@ -44,34 +51,71 @@ BLOCKED = "blocked"  # the step would strand workloads: nothing written
 CONFLICT = "conflict"  # other writers kept winning: the run failed and Temporal retries it
 ERROR = "error"
 
+# The values each calibrator label may take (the label rule in the module docstring). Phases are
+# the ClusterState and Phase values of workflows.model, listed here so this module stays free of
+# workflow imports; tests/workflows/test_telemetry.py checks both lists against the enums.
+CLUSTER_PHASES = (
+    "Pending", "WaitingForWindow", "Running", "Paused", "WaitingForDecision", "Succeeded",
+    "Skipped", "Failed", "Aborted", "NotStarted", "Blocked", "Unassigned", "UpToDate",
+)  # fmt: skip
+FINAL_PHASES = ("Completed", "Failed", "Aborted")
+LABELS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    CLUSTER_TRANSITIONS: {"phase": CLUSTER_PHASES},
+    CALIBRATIONS: {"phase": FINAL_PHASES},
+    FINDINGS: {"action": ("move", "block", "none")},
+    STEP_DURATION: {"component": ("controlPlane", "workers"), "outcome": (SUCCEEDED, FAILED)},
+    TAINT_GATED: {"outcome": (UPGRADED, RELEASED)},
+    PLACEMENT_RUNS: {"outcome": (PLACED, BLOCKED, CONFLICT, ERROR)},
+    PLACEMENT_DURATION: {"outcome": (PLACED, BLOCKED, CONFLICT, ERROR)},
+}
+
 
 class FleetMetrics:
-    """What FleetCalibration records: clusters by phase, and the plan's findings by action.
+    """What FleetCalibration records: clusters entering each phase, calibrations ended, findings.
 
-    ``live`` says whether the workflow executes for the first time (not a replay): the gauge
-    publishes only changed values, and what it believes is published must not advance while the
-    replay-safe meter drops recordings.
+    ``live`` says whether the workflow executes for the first time (not a replay). ``start`` is
+    what the run's counts were when it began (a continued-as-new run carries them over): those
+    clusters entered their phases in an earlier run, which counted them.
     """
 
-    def __init__(self, meter: MetricMeter, calibration: str, live: Callable[[], bool]) -> None:
-        self._clusters = meter.create_gauge(
-            CLUSTERS, "Clusters of a calibration in each phase", "clusters"
-        ).with_additional_attributes({"calibration": calibration})
+    def __init__(
+        self,
+        meter: MetricMeter,
+        live: Callable[[], bool],
+        start: Mapping[str, int] | None = None,
+    ) -> None:
+        self._transitions = meter.create_counter(
+            CLUSTER_TRANSITIONS,
+            "Clusters that entered each phase, over all calibrations",
+            "clusters",
+        )
+        self._calibrations = meter.create_counter(
+            CALIBRATIONS, "Calibrations that ended, by their final phase"
+        )
         self._findings = meter.create_counter(
             FINDINGS, "Compatibility findings of calibration plans, by the action taken"
         )
         self._live = live
-        self._published: dict[str, int] = {}
+        self._seen: dict[str, int] = dict(start or {})
 
     def clusters(self, counts: Mapping[str, int]) -> None:
-        """Publish the per-phase cluster counts that changed (a phase that emptied reads 0)."""
-        if not self._live():
-            return
-        for phase in sorted(set(counts) | set(self._published)):
-            value = counts.get(phase, 0)
-            if self._published.get(phase) != value:
-                self._clusters.set(value, {"phase": phase})
-                self._published[phase] = value
+        """Count the clusters that entered a phase since the last call (its count's growth).
+
+        Called at every progress change, which moves one cluster (or, at the end, all clusters
+        never started at once). The baseline advances during a replay too, without recording:
+        a restarted worker does not count again what the run's history already counted.
+        """
+        live = self._live()
+        for phase, value in sorted(counts.items()):
+            grown = value - self._seen.get(phase, 0)
+            if grown > 0 and live:
+                self._transitions.add(grown, {"phase": phase})
+        self._seen = dict(counts)
+
+    def ended(self, phase: str) -> None:
+        """The calibration ended in ``phase`` (Completed, Failed or Aborted)."""
+        if self._live():
+            self._calibrations.add(1, {"phase": phase})
 
     def findings(self, by_action: Mapping[str, int]) -> None:
         """Count a new plan's findings (once per calibration: plans are made once)."""

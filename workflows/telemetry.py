@@ -44,18 +44,18 @@ PROTOCOLS = ("grpc", "http/protobuf")
 # --------------------------------------------------------------------------------------------
 
 
-def parse_metrics_address(text: str, source: str = "--metrics-address") -> str | None:
+def parse_metrics_address(
+    text: str, source: str = "--metrics-address", example: str = DEFAULT_METRICS_ADDRESS
+) -> str | None:
     """``IP:PORT`` to bind the endpoint to (None for ``off``); InputError naming ``source``.
 
     Only IP literals: the SDK's exporter binds a socket address and resolves no host names, and
-    a port of 0 would bind somewhere nobody can find.
+    a port of 0 would bind somewhere nobody can find. The health endpoint takes the same form.
     """
     value = text.strip()
     if value == METRICS_OFF:
         return None
-    hint = (
-        f"{source} {text!r}: expected IP:PORT such as {DEFAULT_METRICS_ADDRESS}, or {METRICS_OFF}"
-    )
+    hint = f"{source} {text!r}: expected IP:PORT such as {example}, or {METRICS_OFF}"
     if not value or len(value) > MAX_ADDRESS_LENGTH or ":" not in value:
         raise InputError(hint)
     host, _, port_text = value.rpartition(":")

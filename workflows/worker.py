@@ -7,6 +7,7 @@ in-memory fleet. Workflows run in the default sandbox: their module imports doma
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from workflows.activities import CalibrationActivities
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.continuous import ContinuousCalibration
 from workflows.definitions.fleet_calibration import FleetCalibration
+from workflows.health import HealthServer, server_poll_check, worker_state
 from workflows.payloads import strict_client
 
 WORKFLOWS: Sequence[type] = (FleetCalibration, ClusterUpgrade, ContinuousCalibration)
@@ -48,7 +50,28 @@ def build_worker(
 
 
 async def run_worker(
-    client: Client, backend: FleetBackend, *, task_queue: str = task_queues.CALIBRATION
+    client: Client,
+    backend: FleetBackend,
+    *,
+    task_queue: str = task_queues.CALIBRATION,
+    health: socket.socket | None = None,
 ) -> None:
-    """Run until cancelled (Ctrl-C in ``calibrator worker``); shuts down gracefully."""
-    await build_worker(client, backend, task_queue=task_queue).run()
+    """Run until cancelled (Ctrl-C in ``calibrator worker``); shuts down gracefully.
+
+    ``health`` is a bound socket (``workflows.health.bind``) to answer ``/livez`` and
+    ``/readyz`` on for as long as the worker runs; it closes with the worker.
+    """
+    worker = build_worker(client, backend, task_queue=task_queue)
+    if health is None:
+        await worker.run()
+        return
+    server = HealthServer(
+        lambda: worker_state(worker),
+        server_poll_check(client, task_queue, client.identity),
+        task_queue,
+    )
+    await server.start(health)
+    try:
+        await worker.run()
+    finally:
+        await server.close()

@@ -19,7 +19,13 @@ import typer
 
 from orchestrator.cli.live import kubeconfig_path
 from orchestrator.cli.output import Format, emit, fail, new_table
-from orchestrator.cli.telemetry import MetricsAddressOpt, client_tracing, worker_telemetry
+from orchestrator.cli.telemetry import (
+    HealthAddressOpt,
+    MetricsAddressOpt,
+    client_tracing,
+    worker_health,
+    worker_telemetry,
+)
 from orchestrator.cli.temporal import (
     FROM_ENVIRONMENT,
     ConnectionFlags,
@@ -45,6 +51,15 @@ KubeconfigOpt = Annotated[
 ]
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded in the workflow).")]
+
+
+def _health_url(sock: Any) -> str:
+    """Where /livez and /readyz are served ("off" without a socket)."""
+    if sock is None:
+        return "off"
+    host, port = sock.getsockname()[:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}/readyz"
 
 
 def _run(coro: Awaitable[T]) -> T:
@@ -176,10 +191,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         temporal: ConnectionFlags = FROM_ENVIRONMENT,
         metrics_address: MetricsAddressOpt = None,
+        health_address: HealthAddressOpt = None,
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it).
 
-        Serves Prometheus metrics (docs/observability.md); traces when OTEL_* variables say so.
+        Serves Prometheus metrics and /livez, /readyz (docs/observability.md); traces when
+        OTEL_* variables say so.
         """
         from orchestrator.kube.backend.fleet import KubeFleetBackend
         from orchestrator.kube.backend.port import NotFoundError
@@ -187,6 +204,7 @@ def register(app: typer.Typer) -> None:
 
         connection = resolve(temporal)  # bad connection settings fail before anything starts
         telemetry = worker_telemetry(metrics_address)
+        health = worker_health(health_address)
         try:
             config = kubeconfig_path(kubeconfig)
             plans = plan_namespace(config, namespace)
@@ -207,13 +225,16 @@ def register(app: typer.Typer) -> None:
                 Console(stderr=True).print(
                     f"worker connected to {connection.describe()}; "
                     f"fleet: {f'namespace {namespace}' if namespace else 'all namespaces'}, "
-                    f"plans in namespace {plans}; {telemetry.describe()}; Ctrl-C to stop"
+                    f"plans in namespace {plans}; {telemetry.describe()}; "
+                    f"health: {_health_url(health)}; Ctrl-C to stop"
                 )
-                await run_worker(client, backend)
+                await run_worker(client, backend, health=health)
 
             with contextlib.suppress(KeyboardInterrupt):
                 _run(main())
         finally:
+            if health is not None:
+                health.close()
             telemetry.close()
 
     @app.command()

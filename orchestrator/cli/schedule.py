@@ -8,6 +8,7 @@ Thin wrappers over ``workflows.schedules``. Everything that can be checked witho
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -40,7 +41,54 @@ def _print(renderable: object) -> None:
 
 NameArg = Annotated[str, typer.Argument(help="Schedule name (prefixes every run's id).")]
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
-ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept as the schedule's note).")]
+NoteOpt = Annotated[
+    str, typer.Option("--note", "--reason", help="Why (kept as the schedule's note, one line).")
+]
+TimeZoneOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-zone",
+        help="IANA time zone the --cron timetable is read in, e.g. Europe/Berlin (default UTC).",
+    ),
+]
+JitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--jitter", help="Start each run up to this much later, at random: 0s-24h (default 0s)."
+    ),
+]
+CatchupOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--catchup-window",
+        help="Run a tick missed (server down) only if at most this late: 1m-365d (default 365d).",
+    ),
+]
+EveryOpt = Annotated[
+    str | None, typer.Option("--every", help="Interval, e.g. 1h or 1d (at least 1m).")
+]
+CronOpt = Annotated[
+    str | None,
+    typer.Option("--cron", help="Cron expression, 5 fields, e.g. '0 2 * * Sat' (see --time-zone)."),
+]
+
+
+def _seconds(text: str | None, flag: str) -> timedelta | None:
+    """A duration flag as a timedelta (None when not given); InputError naming the flag."""
+    from orchestrator.domain.durations import parse_duration
+
+    return None if text is None else timedelta(seconds=parse_duration(text, flag))
+
+
+def _policy_document(policy: Path) -> dict[str, Any]:
+    from orchestrator.cli.files import read_document
+    from orchestrator.domain.documents import load_document
+    from orchestrator.domain.errors import InputError
+
+    document = load_document(read_document(policy, "policy"), "policy")
+    if not isinstance(document, dict):
+        raise InputError("policy: expected a mapping")
+    return document
 
 
 def _call(
@@ -75,37 +123,83 @@ def _call(
 def create(
     name: NameArg,
     policy: Annotated[Path, typer.Option("--policy", "-p", help="CalibrationPolicy YAML.")],
-    every: Annotated[
-        str | None, typer.Option("--every", help="Interval, e.g. 1h or 1d (at least 1m).")
-    ] = None,
-    cron: Annotated[
-        str | None, typer.Option("--cron", help="Cron expression (UTC), e.g. '0 3 * * Sat'.")
-    ] = None,
+    every: EveryOpt = None,
+    cron: CronOpt = None,
+    time_zone: TimeZoneOpt = None,
+    jitter: JitterOpt = None,
+    catchup_window: CatchupOpt = None,
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     note: Annotated[str, typer.Option("--note", help="Note shown with the schedule.")] = "",
     temporal: ConnectionFlags = FROM_ENVIRONMENT,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Evaluate POLICY on a timetable; start a calibration when due clusters break it."""
-    from datetime import timedelta
+    """Evaluate POLICY on a timetable; start a calibration when due clusters break it.
 
-    from orchestrator.cli.files import read_document
-    from orchestrator.domain.documents import load_document
-    from orchestrator.domain.durations import parse_duration
+    Runs never overlap (a tick while the previous run goes on is skipped). Example: every
+    Saturday 02:00 Berlin time, skipped if the server missed it by more than an hour:
+    --cron '0 2 * * Sat' --time-zone Europe/Berlin --catchup-window 1h
+    """
     from orchestrator.domain.errors import InputError
     from workflows import schedules
 
     try:
-        document = load_document(read_document(policy, "policy"), "policy")
-        if not isinstance(document, dict):
-            raise InputError("policy: expected a mapping")
-        interval = None if every is None else timedelta(seconds=parse_duration(every, "--every"))
         spec = schedules.build_schedule(
-            name, document, every=interval, cron=cron, paused=paused, note=note
+            name,
+            _policy_document(policy),
+            every=_seconds(every, "--every"),
+            cron=cron,
+            time_zone=time_zone,
+            jitter=_seconds(jitter, "--jitter"),
+            catchup_window=_seconds(catchup_window, "--catchup-window"),
+            paused=paused,
+            note=note,
         )
     except InputError as err:
         fail(clip_message(str(err)))
     doc = _call(temporal, lambda client: schedules.create(client, name, spec))
+    emit(doc, output, lambda con: _describe_table(con, doc))
+
+
+@schedule_app.command()
+@connection_options
+def update(
+    name: NameArg,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", "-p", help="New CalibrationPolicy YAML.")
+    ] = None,
+    every: EveryOpt = None,
+    cron: CronOpt = None,
+    time_zone: TimeZoneOpt = None,
+    jitter: JitterOpt = None,
+    catchup_window: CatchupOpt = None,
+    note: Annotated[
+        str | None, typer.Option("--note", help="New note shown with the schedule.")
+    ] = None,
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Change what is given, keep the rest (pause state, counters and recent runs stay).
+
+    A new --every or --cron keeps the jitter, and a new --cron the time zone; --every clears the
+    time zone (intervals have none). Runs already started go on with what they were given.
+    """
+    from orchestrator.domain.errors import InputError
+    from workflows import schedules
+
+    try:
+        schedules.check_schedule_id(name)
+        change = schedules.build_change(
+            policy=None if policy is None else _policy_document(policy),
+            every=_seconds(every, "--every"),
+            cron=cron,
+            time_zone=time_zone,
+            jitter=_seconds(jitter, "--jitter"),
+            catchup_window=_seconds(catchup_window, "--catchup-window"),
+            note=note,
+        )
+    except InputError as err:
+        fail(clip_message(str(err)))
+    doc = _call(temporal, lambda client: schedules.update(client, name, change))
     emit(doc, output, lambda con: _describe_table(con, doc))
 
 
@@ -123,11 +217,11 @@ def list_(
     def table(con: Console) -> None:
         t = new_table(
             "Continuous calibration schedules",
-            ("Name", "Timetable", "Paused", "Next run", "Last run", "Note"),
+            ("Name", "Timetable", "Zone", "Paused", "Next run", "Last run", "Note"),
         )
         for r in rows:
             t.add_row(
-                r["name"], r["spec"], "yes" if r["paused"] else "no",
+                r["name"], r["spec"], r["timeZone"], "yes" if r["paused"] else "no",
                 r["nextRun"] or "", r["lastRun"] or "", r["note"],
             )  # fmt: skip
         con.print(t)
@@ -152,23 +246,44 @@ def describe(
 @schedule_app.command()
 @connection_options
 def pause(
-    name: NameArg, reason: ReasonOpt = "", temporal: ConnectionFlags = FROM_ENVIRONMENT
+    name: NameArg,
+    note: NoteOpt = "",
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
 ) -> None:
-    """Start no more runs (a running evaluation or calibration goes on)."""
+    """Start no more runs (a running evaluation or calibration goes on); --note says why."""
     from workflows import schedules
 
-    _print(_call(temporal, lambda client: schedules.pause(client, name, reason)))
+    _check_note(note)
+    doc = _call(temporal, lambda client: schedules.pause(client, name, note))
+    emit(doc, output, lambda con: con.print(doc))
 
 
 @schedule_app.command()
 @connection_options
 def unpause(
-    name: NameArg, reason: ReasonOpt = "", temporal: ConnectionFlags = FROM_ENVIRONMENT
+    name: NameArg,
+    note: NoteOpt = "",
+    temporal: ConnectionFlags = FROM_ENVIRONMENT,
+    output: OutputOpt = Format.table,
 ) -> None:
-    """Start runs again from the next tick."""
+    """Start runs again from the next tick (a tick missed while paused is not run)."""
     from workflows import schedules
 
-    _print(_call(temporal, lambda client: schedules.unpause(client, name, reason)))
+    _check_note(note)
+    doc = _call(temporal, lambda client: schedules.unpause(client, name, note))
+    emit(doc, output, lambda con: con.print(doc))
+
+
+def _check_note(note: str) -> None:
+    """A bad note is bad input before anything connects."""
+    from orchestrator.domain.errors import InputError
+    from workflows import schedules
+
+    try:
+        schedules.check_note(note)
+    except InputError as err:
+        fail(clip_message(str(err)))
 
 
 @schedule_app.command()
@@ -268,7 +383,8 @@ def check(
 def _describe_table(con: Console, doc: dict[str, Any]) -> None:
     title = f"schedule {doc['name']}: {doc['spec']}" + (" (paused)" if doc["paused"] else "")
     table = new_table(title, ("Field", "Value"))
-    for key in ("policy", "note", "overlap", "runs", "skippedOverlap", "taskQueue"):
+    keys = ("policy", "note", "timeZone", "jitter", "catchupWindow", "overlap", "runs")
+    for key in (*keys, "skippedOverlap", "missedCatchupWindow", "taskQueue"):
         table.add_row(key, str(doc.get(key, "")))
     table.add_row("running", ", ".join(doc.get("running") or ()) or "-")
     table.add_row("next runs", ", ".join(doc.get("nextRuns") or ()) or "-")

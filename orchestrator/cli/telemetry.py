@@ -24,6 +24,28 @@ MetricsAddressOpt = Annotated[
 ]
 
 
+HealthAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--health-address",
+        help="Serve /livez and /readyz (the worker polls its task queue) on IP:PORT, or 'off' "
+        "(default: $CALIBRATOR_HEALTH_ADDRESS, else 127.0.0.1:9465).",
+    ),
+]
+
+
+def worker_health(flag: str | None) -> Any:
+    """The bound health socket (None for ``off``): a bad address or busy port is exit 2."""
+    from orchestrator.domain.errors import InputError
+    from workflows import health
+
+    try:
+        address = health.health_address(flag, os.environ)
+        return None if address is None else health.bind(address)
+    except InputError as err:
+        fail(str(err))
+
+
 @dataclass
 class WorkerTelemetry:
     """The runtime (metrics endpoint) and tracing a worker process runs with."""

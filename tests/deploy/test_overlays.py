@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from orchestrator.kube import fleetapi
+from workflows import health
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -105,3 +106,19 @@ def test_the_fleet_namespace_unit_alone_binds_nowhere_it_was_not_told(tmp_path: 
     (moved,) = render(overlay)
     assert moved["metadata"]["namespace"] == "fleet-x"
     assert moved["subjects"] == [WORKER_SA]  # the subject stays the worker's ServiceAccount
+
+
+def test_the_probes_ask_the_health_endpoint_not_the_metrics_page() -> None:
+    """/metrics grows past what a probe reads (the SDK then logs a reset connection at every
+    probe) and says nothing of polling: the probes ask the worker's /livez and /readyz."""
+    (deployment,) = _by_kind(render(EXAMPLE), "Deployment").values()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    args = container["args"]
+    assert args[args.index("--health-address") + 1] == f"0.0.0.0:{ports['health']}"
+    assert args[args.index("--metrics-address") + 1] == f"0.0.0.0:{ports['metrics']}"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    # Each answer of the server's poll check fits in the probe's timeout.
+    for probe in (container["livenessProbe"], container["readinessProbe"]):
+        assert probe["timeoutSeconds"] > health.CHECK_TIMEOUT

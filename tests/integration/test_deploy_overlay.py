@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,7 +187,7 @@ def _start_replicas(
     root: Path,
     count: int,
 ) -> list[tuple[subprocess.Popen[bytes], Path, int]]:
-    """``count`` worker processes as the Deployment's pods run them (process, log, metrics port)."""
+    """``count`` worker processes as the Deployment's pods run them (process, log, health port)."""
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     server = urlsplit(
         yaml.safe_load(plane.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
@@ -207,8 +208,9 @@ def _start_replicas(
     for i in range(count):
         args = list(container["args"])
         # Two pods have two network namespaces; two processes here share one loopback.
+        args[args.index("--metrics-address") + 1] = f"127.0.0.1:{_free_port()}"
         port = _free_port()
-        args[args.index("--metrics-address") + 1] = f"127.0.0.1:{port}"
+        args[args.index("--health-address") + 1] = f"127.0.0.1:{port}"
         log = root / f"worker-{i}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -219,17 +221,44 @@ def _start_replicas(
                 stderr=subprocess.STDOUT,
             )
         replicas.append((proc, log, port))
-    for proc, log, port in replicas:
-        wait_for(
-            f"worker {log.name} connected",
-            functools.partial(_connected, proc, log),
-            START_TIMEOUT,
-            interval=0.5,
-        )
-        # The Deployment's liveness and readiness probes: GET /metrics on the metrics port.
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-            assert answer.status == 200
+    try:
+        for proc, log, port in replicas:
+            wait_for(
+                f"worker {log.name} connected",
+                functools.partial(_connected, proc, log),
+                START_TIMEOUT,
+                interval=0.5,
+            )
+            # The Deployment's probes on the health port: alive, then ready once the Temporal
+            # server lists this replica's polls (bounded: the dev server sees a poll at once).
+            probes = {p["httpGet"]["path"] for p in _probes(container)}
+            assert probes == {"/livez", "/readyz"}, probes
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=10) as answer:
+                assert answer.status == 200
+            wait_for(
+                f"worker {log.name} ready (/readyz)",
+                functools.partial(_ready, port),
+                START_TIMEOUT,
+                interval=0.5,
+            )
+    except BaseException:  # a replica that failed its checks: stop every one started
+        _stop(replicas)
+        raise
     return replicas
+
+
+def _probes(container: dict[str, Any]) -> list[dict[str, Any]]:
+    return [container["livenessProbe"], container["readinessProbe"]]
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as answer:
+            return bool(answer.status == 200)
+    except urllib.error.HTTPError as err:
+        if err.code == 503:
+            return False
+        raise
 
 
 def _connected(proc: subprocess.Popen[bytes], log: Path) -> bool:

@@ -3,8 +3,8 @@
 Two clusters (a managed topology and a plain KubeadmControlPlane) go from v1.33.0 to v1.34.0 on a
 worker whose runtime serves Prometheus on a free loopback port and whose tracing exports into
 memory (no network). The endpoint is scraped while the calibration runs (bounded polling until
-the calibration's gauge shows every cluster) and again after it ended, where every series must
-agree with the run: clusters by phase, a step sample per step, a taint sample per cluster, a
+both clusters have entered Pending and not both succeeded) and again after it ended, where every
+series must agree with the run: clusters entering each phase, a step sample per step, a taint sample per cluster, a
 placement run per ``replace``, no findings, and the SDK's own metrics. The spans must form one
 trace from the client's StartWorkflow to the HTTP requests each kube call sends.
 """
@@ -125,14 +125,12 @@ async def _calibrate(
                 if result_task.done():
                     break
                 if during is None:
-                    # Scraped while the run is in flight: the gauge covers both clusters and
-                    # they have not all succeeded yet.
+                    # Scraped while the run is in flight: both clusters were planned (entered
+                    # Pending) and they have not all succeeded yet.
                     current = await asyncio.to_thread(scrape, address)
-                    phases = current.named(metrics.CLUSTERS, calibration=handle.id)
-                    succeeded = current.value(
-                        metrics.CLUSTERS, calibration=handle.id, phase="Succeeded"
-                    )
-                    if sum(s.value for s in phases) == len(CLUSTERS) and succeeded < len(CLUSTERS):
+                    planned = current.value(metrics.CLUSTER_TRANSITIONS, phase="Pending")
+                    succeeded = current.value(metrics.CLUSTER_TRANSITIONS, phase="Succeeded")
+                    if planned == len(CLUSTERS) and succeeded < len(CLUSTERS):
                         during = current
                 progress = await status(env.client, handle.id)
                 if progress.phase in STUCK:
@@ -193,15 +191,15 @@ def test_a_real_calibration_is_measured_and_traced(
     # ---- metrics while the run was in flight: SDK and calibrator series on one endpoint.
     assert during.value("temporal_workflow_completed", workflow_type="FleetCalibration") == 0
     assert during.value("temporal_request") > 0  # the worker's own calls to the server
-    assert during.value(metrics.CLUSTERS, calibration=calibration, phase="Succeeded") < 2
+    assert during.value(metrics.CLUSTER_TRANSITIONS, phase="Succeeded") < 2
+    assert during.value(metrics.CALIBRATIONS) == 0
 
     # ---- metrics after the run (the worker stopped; the runtime still serves what it recorded).
     after = scrape(address)
-    phases = {
-        s.labels["phase"]: s.value for s in after.named(metrics.CLUSTERS, calibration=calibration)
-    }
-    assert phases.pop(ClusterState.SUCCEEDED.value) == len(CLUSTERS), phases
-    assert set(phases.values()) == {0}, phases  # Pending, Running, ...: all emptied
+    entered = {s.labels["phase"]: s.value for s in after.named(metrics.CLUSTER_TRANSITIONS)}
+    assert entered == dict.fromkeys(("Pending", "Running", "Succeeded"), len(CLUSTERS)), entered
+    assert after.value(metrics.CALIBRATIONS, phase=Phase.COMPLETED.value) == 1
+    assert not [s for s in after.samples if calibration in s.labels.values()]  # no per-run label
     steps = Counter(
         s.step_id.rsplit("/", 1)[1].split("-")[1] for c in result.clusters for s in c.steps
     )

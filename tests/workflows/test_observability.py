@@ -1,7 +1,7 @@
 """Metrics and traces of whole calibrations, on a real Temporal server and the in-memory fleet.
 
 Metrics: the worker's runtime serves Prometheus; after the run the scrape must agree with the
-run's own progress (clusters by phase, one step sample per step, one taint sample per cluster,
+run's own progress (clusters entering each phase, one step sample per step, one taint sample per cluster,
 one placement run per ``replace``, the plan's findings by action) next to the SDK's own metrics.
 
 Tracing: an in-memory exporter on the real dev server (no network); every span of the run is in
@@ -77,13 +77,12 @@ def test_the_endpoint_reports_the_calibration_it_served(harness: Harness) -> Non
         assert fleet.workloads["platform/flow-tuner"].placement.clusters == ("spare",)
         series = await asyncio.to_thread(scrape, address)
 
-        # Clusters by phase, for this calibration: all succeeded, every earlier phase back to 0.
-        phases = {
-            s.labels["phase"]: s.value
-            for s in series.named(metrics.CLUSTERS, calibration=handle.id)
-        }
-        assert phases.pop(ClusterState.SUCCEEDED.value) == 2, phases
-        assert ClusterState.PENDING.value in phases and set(phases.values()) == {0}, phases
+        # Clusters entering each phase: both planned (Pending), run and succeeded; one
+        # calibration ended Completed.
+        entered = {s.labels["phase"]: s.value for s in series.named(metrics.CLUSTER_TRANSITIONS)}
+        assert entered == {"Pending": 2, "Running": 2, "Succeeded": 2}, entered
+        assert series.value(metrics.CALIBRATIONS, phase="Completed") == 1
+        assert series.value(metrics.CALIBRATIONS) == 1
         # One sample per step attempt, by component; every attempt succeeded.
         steps = _steps_by_component(result)
         assert set(steps) == {"controlPlane", "workers"}, steps
@@ -114,7 +113,31 @@ def test_the_endpoint_reports_the_calibration_it_served(harness: Harness) -> Non
             ),
         )
 
+        # A second calibration (both clusters already at the target): counts grow, series do
+        # not gain a label value from the run; every calibrator label is from its fixed set.
+        again = await c.start("v1.33.5", selector="calibrate=yes")
+        assert (await again.result()).phase == Phase.COMPLETED
+        after = await asyncio.to_thread(scrape, address)
+        assert after.value(metrics.CALIBRATIONS, phase="Completed") == 2
+        assert after.value(metrics.CLUSTER_TRANSITIONS, phase="UpToDate") == 2
+        _assert_bounded(after, (handle.id, again.id))
+
     harness.run(fleet, body, runtime=runtime)
+
+
+SDK_LABELS = {"namespace", "task_queue", "workflow_type", "activity_type", "service_name", "le"}
+
+
+def _assert_bounded(series: Any, run_ids: tuple[str, ...]) -> None:
+    """Every calibrator_* label is the SDK's or takes a value from ``metrics.LABELS``."""
+    ours = [s for s in series.samples if s.name.startswith("calibrator_")]
+    assert ours
+    for sample in ours:
+        base = sample.name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        allowed = metrics.LABELS[base]
+        for label, value in sample.labels.items():
+            assert value not in run_ids, sample
+            assert label in SDK_LABELS or value in allowed[label], sample
 
 
 def _by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:

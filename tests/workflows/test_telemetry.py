@@ -236,22 +236,29 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     address = free_address()
     runtime = telemetry.runtime_for(address)
     live = [True]
-    fleet = metrics.FleetMetrics(runtime.metric_meter, "cal-1", lambda: live[0])
-    fleet.clusters({"Pending": 3})
+    fleet = metrics.FleetMetrics(runtime.metric_meter, lambda: live[0])
+    fleet.clusters({"Pending": 3})  # planned: 3 entered Pending
     fleet.clusters({"Pending": 2, "Running": 1})
     fleet.clusters({"Pending": 2, "Succeeded": 1})
-    live[0] = False  # a replay: nothing is published, and nothing is believed published
-    fleet.clusters({"Succeeded": 3})
+    live[0] = False  # a replay: nothing is recorded, but the baseline follows the history
+    fleet.clusters({"Pending": 1, "Running": 1, "Succeeded": 1})
     live[0] = True
-    fleet.clusters({"Pending": 2, "Succeeded": 1})  # unchanged since the last live publication
+    fleet.clusters({"Pending": 1, "Running": 1, "Succeeded": 1})  # unchanged: nothing new
     fleet.findings({"move": 2, "none": 0, "block": 1})
-    # After a worker restart the workflow replays: the counts it reaches while replaying were
-    # never published by this worker, so the first live change publishes all of them.
-    restarted = metrics.FleetMetrics(runtime.metric_meter, "cal-2", lambda: live[0])
+    fleet.ended("Completed")
+    # After a worker restart the workflow replays its history: what it reaches while replaying
+    # was counted by the worker that ran it live, so only the live changes after it count.
+    restarted = metrics.FleetMetrics(runtime.metric_meter, lambda: live[0])
     live[0] = False
+    restarted.clusters({"Pending": 2})
     restarted.clusters({"Running": 1, "Pending": 1})
+    restarted.ended("Failed")  # a replayed end is not counted again
     live[0] = True
-    restarted.clusters({"Running": 1, "Pending": 1})
+    restarted.clusters({"Running": 1, "Succeeded": 1})
+    # A run continued as new starts from the counts it carried over.
+    continued = metrics.FleetMetrics(runtime.metric_meter, lambda: True, {"Succeeded": 4})
+    continued.clusters({"Succeeded": 5})
+    continued.ended("Aborted")
     cluster = metrics.ClusterMetrics(runtime.metric_meter)
     cluster.step("controlPlane", metrics.SUCCEEDED, 42.0)
     cluster.step("controlPlane", metrics.FAILED, 7.0)
@@ -262,17 +269,10 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     placement.run(metrics.BLOCKED, 0.2)
 
     series = scrape(address)
-    clusters = {
-        s.labels["phase"]: s.value
-        for s in series.named(metrics.CLUSTERS)
-        if s.labels["calibration"] == "cal-1"
-    }
-    assert clusters == {"Pending": 2, "Running": 0, "Succeeded": 1}
-    assert {
-        s.labels["phase"]: s.value
-        for s in series.named(metrics.CLUSTERS)
-        if s.labels["calibration"] == "cal-2"
-    } == {"Running": 1, "Pending": 1}
+    transitions = {s.labels["phase"]: s.value for s in series.named(metrics.CLUSTER_TRANSITIONS)}
+    assert transitions == {"Pending": 3, "Running": 1, "Succeeded": 3}
+    ended = {s.labels["phase"]: s.value for s in series.named(metrics.CALIBRATIONS)}
+    assert ended == {"Completed": 1, "Aborted": 1}
     findings = {s.labels["action"]: s.value for s in series.named(metrics.FINDINGS)}
     assert findings == {"move": 2, "block": 1}
     steps = series.histogram(metrics.STEP_DURATION, component="controlPlane", outcome="succeeded")
@@ -286,6 +286,13 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     assert runs == {"placed": 1, "blocked": 1}
     latency = series.histogram(metrics.PLACEMENT_DURATION, outcome="placed")
     assert latency.count == 1 and latency.buckets[0.025] == 1 and latency.buckets[0.01] == 0
+
+
+def test_label_values_are_the_model_s_fixed_sets() -> None:
+    from workflows.model import ClusterState, Phase
+
+    assert tuple(s.value for s in ClusterState) == metrics.CLUSTER_PHASES
+    assert set(metrics.FINAL_PHASES) == {Phase.COMPLETED, Phase.FAILED, Phase.ABORTED}
 
 
 def test_a_failed_request_is_an_error_span_with_its_status() -> None:

@@ -138,6 +138,7 @@ class FleetCalibration:
         self._phase_attr: Phase | None = Phase(current) if current in set(Phase) else None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._metrics: metrics.FleetMetrics | None = None
+        self._counts_at_start = dict(self._counts)  # counted by the run that reached them
 
     # ------------------------------------------------------------------ derived state
 
@@ -452,6 +453,7 @@ class FleetCalibration:
             self._final_phase = Phase.FAILED
             self._progress = replace(self._progress, message=describe_failure(err))
             self._touch()
+            self._meter().ended(Phase.FAILED.value)
             cause = err.cause
             kind = cause.type if isinstance(cause, ApplicationError) else None
             raise ApplicationError(
@@ -779,6 +781,7 @@ class FleetCalibration:
             f"{self._final_phase.value}: {len(failed)} failed cluster(s)"
             + (f" ({', '.join(failed)})" if failed else "")
         )
+        self._meter().ended(self._final_phase.value)
         result = self._snapshot()
         if self._final_phase == Phase.FAILED:
             raise ApplicationError(
@@ -841,13 +844,13 @@ class FleetCalibration:
         if self._metrics is None:
             self._metrics = metrics.FleetMetrics(
                 workflow.metric_meter(),
-                workflow.info().workflow_id,
                 lambda: not workflow.unsafe.is_replaying(),
+                self._counts_at_start,
             )
         return self._metrics
 
     def _touch(self, message: str | None = None) -> None:
-        """Record a change: timestamp, phase attribute, UI details, clusters-by-phase gauge."""
+        """Record a change: timestamp, phase attribute, UI details, clusters entering phases."""
         changes: dict[str, Any] = {"updated_at": workflow.now()}
         if message is not None:
             changes["message"] = message

@@ -32,11 +32,14 @@ def test_the_worker_container_arguments_parse_with_the_cli() -> None:
     command = group.commands[name]  # type: ignore[attr-defined]
     with command.make_context(name, list(rest)) as ctx:
         assert ctx.params["metrics_address"] == "0.0.0.0:9464"
+        assert ctx.params["health_address"] == "0.0.0.0:9465"
 
 
-def test_the_metrics_port_is_the_one_the_arguments_bind() -> None:
+def test_the_metrics_and_health_ports_are_the_ones_the_arguments_bind() -> None:
     container = _container()
-    port = container["args"][container["args"].index("--metrics-address") + 1].rsplit(":", 1)[1]
-    (declared,) = container["ports"]
-    assert declared["name"] == "metrics"
-    assert declared["containerPort"] == int(port)
+    args = container["args"]
+    declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert set(declared) == {"metrics", "health"}
+    for name, container_port in declared.items():
+        port = args[args.index(f"--{name}-address") + 1].rsplit(":", 1)[1]
+        assert container_port == int(port), name

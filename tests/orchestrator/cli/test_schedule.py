@@ -57,6 +57,94 @@ def test_bad_schedule_input_fails_before_connecting(
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+WEEKLY = ["create", "p", "--cron", "0 2 * * Sat"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["create", "p", "--cron", "0 2 * * 8"], "--cron: day of week '8': 8 is out of range 0-7"),
+        (["create", "p", "--cron", "0 2 * *"], "--cron: '0 2 * *' has 4 field(s), expected 5"),
+        (["create", "p", "--cron", "@every 1h"], "--cron: use --every for an interval"),
+        (["create", "p", "--cron", "CRON_TZ=UTC 0 2 * * *"], "give the time zone with --time-zone"),
+        ([*WEEKLY, "--time-zone", "Mars/Olympus"], "--time-zone: unknown time zone 'Mars/Olympus'"),
+        ([*WEEKLY, "--time-zone", "europe/berlin"], "unknown time zone 'europe/berlin'"),
+        ([*WEEKLY, "--time-zone", "+02:00"], "--time-zone: expected an IANA name"),
+        ([*WEEKLY, "--time-zone", "../../etc/passwd"], "--time-zone: expected an IANA name"),
+        ([*WEEKLY, "--time-zone", " UTC"], "--time-zone: expected an IANA name"),
+        (["create", "p", "--every", "1h", "--time-zone", "Europe/Berlin"], "applies to --cron"),
+        ([*WEEKLY, "--jitter", "25h"], "--jitter: between 0s and 1d"),
+        ([*WEEKLY, "--jitter", "-1m"], "--jitter: invalid duration"),
+        ([*WEEKLY, "--jitter", "soon"], "--jitter: invalid duration 'soon'"),
+        (["create", "p", "--every", "1h", "--jitter", "1h"], "must be shorter than the interval"),
+        ([*WEEKLY, "--catchup-window", "30s"], "--catchup-window: between 1m and 365d"),
+        ([*WEEKLY, "--catchup-window", "366d"], "--catchup-window: between 1m and 365d"),
+        ([*WEEKLY, "--catchup-window", "1 h"], "--catchup-window: invalid duration"),
+        ([*WEEKLY, "--note", "two\nlines"], "--note: one line"),
+        (["update", "p"], "nothing to update"),
+        (["update", "Bad_Name", "--jitter", "1m"], "invalid schedule name 'Bad_Name'"),
+        (["update", "p", "--cron", "61 * * * *"], "--cron: minute '61'"),
+        (["update", "p", "--every", "1h", "--cron", "0 2 * * *"], "only one of --every"),
+        (["update", "p", "--every", "1h", "--time-zone", "Asia/Tokyo"], "applies to --cron"),
+        (["update", "p", "--time-zone", "Nowhere"], "unknown time zone 'Nowhere'"),
+        (["update", "p", "--catchup-window", "0"], "--catchup-window: between 1m"),
+        (["update", "p", "--jitter", "2d"], "--jitter: between 0s and 1d"),
+        (["pause", "p", "--note", "a\nb"], "--note: one line"),
+        (["unpause", "p", "--reason", "x" * 1001], "--note: one line of at most 1000"),
+    ],
+)
+def test_bad_timetable_input_fails_before_connecting(
+    policy_file: Path, argv: list[str], message: str
+) -> None:
+    takes_policy = argv[0] == "create"
+    extra = ["--policy", str(policy_file)] if takes_policy else []
+    result = runner.invoke(app, ["schedule", *argv, *extra, *CLOSED])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ")
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_update_with_a_bad_policy_file_fails_before_connecting(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("rules: {channel: fast}\n")
+    result = runner.invoke(app, ["schedule", "update", "p", "--policy", str(path), *CLOSED])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "policy.rules.channel" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*WEEKLY, "--time-zone", "Europe/Berlin", "--jitter", "5m", "--catchup-window", "1h"],
+        [*WEEKLY, "--time-zone", "UTC", "--jitter", "0", "--catchup-window", "365d"],
+        ["create", "p", "--every", "1h", "--jitter", "59m", "--time-zone", "UTC"],
+    ],
+)
+def test_good_timetables_fail_only_on_the_unreachable_server(
+    policy_file: Path, argv: list[str]
+) -> None:
+    result = runner.invoke(app, ["schedule", *argv, "--policy", str(policy_file), *CLOSED])
+    assert result.exit_code == 1, result.output
+    assert "cannot reach Temporal at 127.0.0.1:1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["update", "p", "--cron", "0 2 * * Sat", "--time-zone", "Europe/Berlin"],
+        ["update", "p", "--jitter", "0"],
+        ["update", "p", "--note", "frozen for the release"],
+        ["pause", "p", "--note", "frozen for the release"],
+        ["unpause", "p", "--reason", "release done"],
+    ],
+)
+def test_good_changes_fail_only_on_the_unreachable_server(argv: list[str]) -> None:
+    result = runner.invoke(app, ["schedule", *argv, *CLOSED])
+    assert result.exit_code == 1, result.output
+    assert "cannot reach Temporal at 127.0.0.1:1" in result.stderr
+
+
 def test_a_missing_policy_file_is_bad_input(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
