@@ -419,6 +419,9 @@ case $COMMAND in
   _worker) worker_inner ;;
   _fleet) fleet_inner ;;
   _status) status_inner ;;
-  _exec) engine_env; exec "${EXEC_ARGS[@]}" ;;
+  _exec) engine_env
+         # What tests/kind and the CLI need: the dev server of `worker`, this stack's state dir.
+         export TEMPORAL_ADDRESS=127.0.0.1:7233 CALIBRATOR_KIND_STATE=$STATE
+         exec "${EXEC_ARGS[@]}" ;;
   _down) down_inner ;;
 esac
