@@ -478,10 +478,12 @@ async def calibrate(
     except ValueError:
         doc = {"stdout": out[-4000:]}
     final = await status(temporal, calibration_id) if calibration_id else None
+    # Only clusters that were upgraded have a ClusterUpgrade child (one already at the target is
+    # UpToDate in the parent's record and starts none).
     histories = {
         m.name: await activity_record(temporal, f"{calibration_id}/{m.name}")
         for m in members
-        if calibration_id
+        if calibration_id and m.version != TARGET
     }
     return {
         "histories": histories,
@@ -785,7 +787,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     report["figures"] = figures(members, run)
     save()
-    ui = ui_shows(args.temporal_ui, run["calibrationId"]) if run["calibrationId"] else {}
+    try:
+        ui = ui_shows(args.temporal_ui, run["calibrationId"])
+    except Exception as err:  # a failed check, not a crash before the others are evaluated
+        ui = {"error": f"{type(err).__name__}: {err}"}
     report["checks"] = check_all(members, mgmt, dyn, samplers, run, before, ui)
     save()
     failed = [name for name, c in report["checks"].items() if not c["ok"]]
