@@ -470,7 +470,7 @@ async def calibrate(
                     "clustersMidStep": running_one,
                 }
                 log(f"deleted worker pod {victim} (running an activity: {host == victim})")
-    out, err = communicate.result()
+    out, stderr = communicate.result()
     wall = round(time.monotonic() - began, 1)
     doc: Any = None
     try:
@@ -488,7 +488,7 @@ async def calibrate(
     return {
         "histories": histories,
         "exitCode": proc.returncode,
-        "stderr": err.decode()[-4000:],
+        "stderr": stderr.decode()[-4000:],
         "document": doc,
         "calibrationId": calibration_id,
         "wall": wall,
@@ -572,7 +572,7 @@ def check_all(  # noqa: PLR0917 - one call site, every input a distinct thing
     for s in samplers.mgmt_samples:
         for name, ms in s.machines.items():
             seen.setdefault(name, set()).update(ms)
-    replaced = {
+    replaced: dict[str, dict[str, Any]] = {
         name: {"before": len(before[name]), "after": len(after[name]),
                "everSeen": len(seen.get(name, set()) | before[name] | after[name]),
                "keptOld": sorted(before[name] & after[name])}
