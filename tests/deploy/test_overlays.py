@@ -122,3 +122,23 @@ def test_the_probes_ask_the_health_endpoint_not_the_metrics_page() -> None:
     # Each answer of the server's poll check fits in the probe's timeout.
     for probe in (container["livenessProbe"], container["readinessProbe"]):
         assert probe["timeoutSeconds"] > health.CHECK_TIMEOUT
+
+
+def test_the_kind_overlay_sets_only_the_image_the_temporal_address_and_its_fleet() -> None:
+    """deploy/overlays/kind, what tools/e2e-kind.sh applies: the example's shape for its stack."""
+    objects = render(DEPLOY / "overlays" / "kind")
+    (deployment,) = _by_kind(objects, "Deployment").values()
+    (base,) = _by_kind(render(DEPLOY / "base"), "Deployment").values()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (original,) = base["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "fleet-calibrator:dev"  # loaded with kind load, not pulled
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TEMPORAL_ADDRESS"] == "172.30.0.1:7233"  # the kind network's gateway
+    container["env"] = [e for e in container["env"] if e["name"] != "TEMPORAL_ADDRESS"]
+    original["env"] = [e for e in original["env"] if e["name"] != "TEMPORAL_ADDRESS"]
+    assert deployment == base
+    assert set(_by_kind(objects, "RoleBinding")) == {
+        ("calibrator-system", "fleet-calibrator-plans"),
+        ("capd-docker", "fleet-calibrator-kubeconfigs"),
+    }

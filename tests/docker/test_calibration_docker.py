@@ -33,6 +33,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_capd_capacity import container_stats
 from benchmarks.bench_capd_docker import NS, create_and_time
+from benchmarks.bench_kind_fleet import (
+    APP,
+    APP_NS,
+    COREDNS_TARGET_IMAGE,
+    MIN_AVAILABLE,
+    REPLICAS,
+    app_objects,
+)
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
@@ -58,9 +66,6 @@ pytestmark = pytest.mark.docker
 
 START, TARGET = "v1.34.12", "v1.35.8"
 CLUSTER = "e2e1"
-APP, APP_NS, REPLICAS, MIN_AVAILABLE = "pause", "default", 2, 1
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # in both node images; nothing can be pulled
-COREDNS_TARGET_IMAGE = "registry.k8s.io/coredns/coredns:v1.13.1"  # kubeadm v1.35's CoreDNS
 CREATE_TIMEOUT = 900
 CALIBRATION_TIMEOUT = 1800
 OPTIONS = CalibrationOptions(
@@ -73,29 +78,6 @@ STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 # The sampler's workload requests: one short try each, so that a sample is never older than ~5 s
 # (the API server is briefly unreachable while the control-plane container is replaced).
 SAMPLE_REQUESTS = RequestPolicy(timeout=5.0, attempts=1)
-
-
-def app_objects() -> tuple[client.V1Deployment, client.V1PodDisruptionBudget]:
-    labels = {"app": APP}
-    container = client.V1Container(name=APP, image=PAUSE_IMAGE, image_pull_policy="Never")
-    deployment = client.V1Deployment(
-        metadata=client.V1ObjectMeta(name=APP, namespace=APP_NS),
-        spec=client.V1DeploymentSpec(
-            replicas=REPLICAS,
-            selector=client.V1LabelSelector(match_labels=labels),
-            template=client.V1PodTemplateSpec(
-                metadata=client.V1ObjectMeta(labels=labels),
-                spec=client.V1PodSpec(containers=[container], termination_grace_period_seconds=5),
-            ),
-        ),
-    )
-    pdb = client.V1PodDisruptionBudget(
-        metadata=client.V1ObjectMeta(name=APP, namespace=APP_NS),
-        spec=client.V1PodDisruptionBudgetSpec(
-            min_available=MIN_AVAILABLE, selector=client.V1LabelSelector(match_labels=labels)
-        ),
-    )
-    return deployment, pdb
 
 
 def _pod_ready(pod: Any) -> bool:

@@ -58,9 +58,10 @@ def test_cluster_objects(topology: bool) -> None:
 
 
 @pytest.mark.parametrize("backend", ["in-memory", "docker"])
-def test_every_template_renders_to_namespaced_objects(backend: str) -> None:
+@pytest.mark.parametrize("topology", [True, False])
+def test_every_template_renders_to_namespaced_objects(backend: str, topology: bool) -> None:
     objs = cluster_class_objects("fleet", backend) + cluster_objects(
-        "c", "fleet", "v1.34.0", backend=backend
+        "c", "fleet", "v1.34.0", backend=backend, topology=topology
     )
     for obj in objs:
         if obj["kind"] != "ConfigMap":  # the docker load balancer's configuration template
@@ -90,6 +91,7 @@ def test_docker_load_balancer_image_is_the_one_tools_build_makes() -> None:
 
 def test_template_directory_layout() -> None:
     assert sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.yaml")) == [
+        "docker/cluster-kcp.yaml",
         "docker/cluster-topology.yaml",
         "docker/clusterclass.yaml",
         "in-memory/cluster-kcp.yaml",
