@@ -53,6 +53,10 @@ def test_unknown_command_and_bad_numbers_are_one_clear_error() -> None:
     done = run("up", "--netns", "a/b")
     assert done.returncode == 1
     assert "--netns: letters, digits" in done.stderr
+    for bad in ("0", "9", "six"):  # the fleet of benchmarks/bench_kind_fleet.py has 8 members
+        done = run("run", "--clusters", bad)
+        assert done.returncode == 1
+        assert f"--clusters takes 1..8, got: {bad}" in done.stderr
 
 
 def _pin(script: str, name: str) -> str:
