@@ -52,9 +52,14 @@ def test_the_kustomize_base_passes_the_api_servers_dry_run(
     assert ("ServiceAccount", "fleet-calibrator") in kinds
     deployment = next(i for i in items if i["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    # The API server defaulted and accepted the probes against the named metrics port.
+    # The API server defaulted and accepted the probes against the named health port.
     (container,) = pod["containers"]
-    assert container["livenessProbe"]["httpGet"]["port"] == "metrics"
+    assert container["livenessProbe"]["httpGet"] == {
+        "path": "/livez",
+        "port": "health",
+        "scheme": "HTTP",
+    }
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert pod["serviceAccountName"] == "fleet-calibrator"
 
 
