@@ -99,7 +99,8 @@ WAVES = ("canary", "one", "two")
 
 def strategy_yaml(members: list[Member]) -> str:
     """The strategy: canary (1 cluster), stage one and stage two (maxConcurrency 3 each), short
-    soaks; stages without a member are left out (one cluster in CI)."""
+    soaks. Both stages are always there (a strategy needs at least one; with one cluster, in CI,
+    they select nothing and the canary is the whole run)."""
     lines = [
         "apiVersion: calibrator.dev/v1alpha1",
         "kind: CalibrationStrategy",
@@ -108,10 +109,9 @@ def strategy_yaml(members: list[Member]) -> str:
         "  maxClusters: 1",
         "  soak: 20s",
     ]
-    stages = [w for w in ("one", "two") if any(m.wave == w for m in members)]
-    if stages:
-        lines.append("stages:")
-    for wave in stages:
+    del members  # the same strategy for every fleet size: the labels decide
+    lines.append("stages:")
+    for wave in ("one", "two"):
         lines += [
             f"- name: stage-{wave}",
             f'  selector: {{matchLabels: {{calibrator.dev/e2e-wave: "{wave}"}}}}',
@@ -589,10 +589,7 @@ def check_all(  # noqa: PLR0917 - one call site, every input a distinct thing
     }  # fmt: skip
     step_ids = [sid for sid, s in run["steps"].items() if s["cluster"] in upgraded]
     twice = [sid for sid in step_ids if run["steps"][sid]["attempts"] > 1]
-    patches = {
-        name: [a for a in run["histories"][name]["completed"] if a.startswith("patch_")]
-        for name in upgraded
-    }
+    patches = {name: [a for a in history(run, name) if a.startswith("patch_")] for name in upgraded}
     checks["no_step_done_twice"] = {
         "ok": all(r["everSeen"] == 2 * r["before"] and not r["keptOld"] for r in replaced.values())
         and all(p == ["patch_control_plane", "patch_workers"] for p in patches.values()),
@@ -643,7 +640,7 @@ def check_all(  # noqa: PLR0917 - one call site, every input a distinct thing
     order: dict[str, Any] = {}
     for name in upgraded:
         kept = ("add_taint", "replace", "patch_control_plane", "patch_workers", "remove_taint")
-        order[name] = [a for a in run["histories"][name]["completed"] if a in kept]
+        order[name] = [a for a in history(run, name) if a in kept]
     want = ["add_taint", "replace", "patch_control_plane", "replace", "patch_workers", "replace",
             "remove_taint", "replace"]  # fmt: skip
     reasons = sorted({s.placement_reason for s in samplers.mgmt_samples if s.placement_reason})
@@ -699,6 +696,11 @@ def memory_by_cluster(stats: dict[str, dict[str, Any]], names: list[str]) -> dic
         )
         for name in names
     }
+
+
+def history(run: dict[str, Any], name: str) -> list[str]:
+    """The activities a cluster's child completed; none when the run never started it."""
+    return list((run["histories"].get(name) or {}).get("completed") or [])
 
 
 def _machines(dyn: Any, cluster: str) -> list[dict[str, Any]]:
