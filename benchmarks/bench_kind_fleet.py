@@ -277,8 +277,10 @@ class AppSample:
 class Samplers:
     """Threads that sample the management cluster and each workload cluster until stopped."""
 
-    def __init__(self, mgmt: Any, members: list[Member], app_clusters: list[str]) -> None:
-        self.mgmt, self.members, self.app_clusters = mgmt, members, app_clusters
+    def __init__(self, app_clusters: list[str]) -> None:
+        # Each thread makes its own clients (from KUBECONFIG): the kubernetes client's ApiClient
+        # is not shared across threads here.
+        self.app_clusters = app_clusters
         self.t0 = time.monotonic()
         self.stop = threading.Event()
         self.mgmt_samples: list[MgmtSample] = []
@@ -779,7 +781,7 @@ def main(argv: list[str] | None = None) -> int:
     deploy_app(mgmt, app_clusters, timeout=args.timeout)
 
     before = {m.name: {x["metadata"]["name"] for x in _machines(dyn, m.name)} for m in members}
-    samplers = Samplers(mgmt, members, app_clusters)
+    samplers = Samplers(app_clusters)
     samplers.start()
     stats_start = worker_stats(node)
     try:
