@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
@@ -31,6 +31,9 @@ from orchestrator.domain.taints import (
     Toleration,
 )
 from orchestrator.domain.versions import KubeVersion
+
+if TYPE_CHECKING:  # observed.py imports ApiRef from here
+    from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
 
 API_VERSION = "calibrator.dev/v1alpha1"
 KIND = "FleetSnapshot"
@@ -133,6 +136,11 @@ class WorkloadClusterStatus:
     so instead of presenting declared versions as observed ones. ``kubelet_versions`` counts
     Nodes per reported version; Nodes that report none (CAPD's in-memory ones) count only in
     ``nodes``.
+
+    ``api_usage`` and ``disruption_blockers`` are what the cluster was seen doing
+    (``orchestrator.domain.observed``); ``observation_partial`` says why that look was
+    incomplete (an apiserver instance that did not answer), "" when it was complete: a partial
+    look is never presented as a clean one.
     """
 
     reachable: bool
@@ -141,6 +149,9 @@ class WorkloadClusterStatus:
     nodes: int = 0
     ready_nodes: int = 0
     kubelet_versions: tuple[tuple[str, int], ...] = ()
+    api_usage: tuple[ApiUsage, ...] = ()
+    disruption_blockers: tuple[DisruptionBlocker, ...] = ()
+    observation_partial: str = ""
 
     def describe(self) -> str:
         """One short line for tables: ``3/3 Nodes Ready, kubelet v1.33.0 x3, 12 API versions``."""
