@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.durations import format_duration, parse_duration
@@ -442,7 +442,7 @@ def _finding_action(raw: object, where: str) -> FindingAction:
     """``block`` or ``warn``; anything else (null included) is an error, never a silent default."""
     if raw not in FINDING_ACTIONS:
         raise StrategyError(f"{where}: must be block or warn, got {quote(raw)}")
-    return cast(FindingAction, raw)
+    return raw
 
 
 def load_strategy(text: str | bytes) -> Strategy:
