@@ -251,16 +251,29 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
     if observed:
         seen = new_table(
             f"Observed on the clusters on the way to {plan.target}",
-            ("Cluster", "Source", "Seen", "Removed in", "Breaks at", "Action"),
+            (
+                "Cluster",
+                "Source",
+                "API",
+                "Seen",
+                "Removed in",
+                "Replacement",
+                "Breaks at",
+                "Action",
+            ),
         )
         for v in observed:
             f = v.finding
+            # An early warning's "Breaks at" is the path's last version, which still serves it.
+            breaks = f"after {f.version}" if f.early_warning else str(f.version)
             seen.add_row(
                 f.cluster,
                 f.source,
-                _warning(f) if v.action == "warn" else f.describe(),
+                f.api or "-",
+                f.detail,
                 f.removed_in or "-",
-                str(f.version),
+                f.replacement or "-",
+                breaks,
                 _observed_action(v.action),
             )
         con.print(seen)
