@@ -25,8 +25,9 @@ import yaml
 from kubernetes import client, config
 
 from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.kube import bounded
 from orchestrator.kube.apiusage import Observation, observe
-from orchestrator.kube.bounded import Deadline, failure_reason, get_json, no_retry_client
+from orchestrator.kube.bounded import Deadline, get_json, no_retry_client
 from orchestrator.kube.client import DEFAULT_REQUESTS, RequestPolicy, harden
 
 # Seconds per workload cluster, every request included. 10 s were enough to read discovery
@@ -40,6 +41,7 @@ OBSERVE_TIMEOUT = 30.0
 # fault to ride out, so it is tried twice, 15 s each (the next poll asks again).
 WORKLOAD_REQUESTS = RequestPolicy(timeout=15.0, attempts=2)
 NODE_PAGE = 500
+failure_reason = bounded.failure_reason  # moved to bounded; the CLI still asks this module
 
 
 def kubeconfig_for(
