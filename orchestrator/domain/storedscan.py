@@ -26,14 +26,19 @@ LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 
 @dataclass(frozen=True, slots=True)
 class ScanTarget:
-    """One kind to LIST through ``list_version`` (a served group/version).
+    """One kind to LIST through the first of ``list_versions`` that serves it.
 
-    ``rows`` are the catalog rows whose old group/versions its objects' metadata is searched for.
+    ``list_versions`` are served group/versions, preferred first; ``rows`` are the catalog rows
+    whose old group/versions its objects' metadata is searched for.
     """
 
     kind: str
-    list_version: str
+    list_versions: tuple[str, ...]
     rows: tuple[ApiLifecycle, ...]
+
+
+def _group(group_version: str) -> str:
+    return group_version.rpartition("/")[0]
 
 
 def scan_targets(
@@ -42,25 +47,25 @@ def scan_targets(
     """The kinds to scan on a cluster at ``minor`` serving ``served``, sorted.
 
     A row counts when its API is not removed at ``minor``. Its kind is LISTed through the
-    replacement when served, else through the row's own group/version when served, else not at
-    all (no served version: nothing of that kind can be stored or read). Rows of one kind that
-    LIST through the same version share one LIST.
+    replacement when served, else through the row's own group/version when served (a served
+    group/version may still not serve the kind: discovery decides, the caller tries the next).
+    Rows of one kind and group (the replacement's, else their own) share one LIST; a kind with
+    no served candidate is not LISTed (nothing of it can be read).
     """
     grouped: dict[tuple[str, str], list[ApiLifecycle]] = {}
     for api, row in catalog.items():
-        if minor >= row.removed_in:
-            continue
-        if row.replacement and row.replacement in served:
-            through = row.replacement
-        elif api.group_version in served:
-            through = api.group_version
-        else:
-            continue
-        grouped.setdefault((through, api.kind), []).append(row)
-    return tuple(
-        ScanTarget(kind, through, tuple(sorted(rows, key=lambda r: r.api)))
-        for (through, kind), rows in sorted(grouped.items())
-    )
+        if minor < row.removed_in:
+            home = _group(row.replacement) if row.replacement else api.group
+            grouped.setdefault((home, api.kind), []).append(row)
+    targets: list[ScanTarget] = []
+    for (_, kind), rows in sorted(grouped.items()):
+        rows.sort(key=lambda r: r.api)
+        wanted = [r.replacement for r in rows if r.replacement]
+        wanted += [r.api.group_version for r in rows]
+        candidates = tuple(gv for gv in dict.fromkeys(wanted) if gv in served)
+        if candidates:
+            targets.append(ScanTarget(kind, candidates, tuple(rows)))
+    return tuple(targets)
 
 
 def written_versions(metadata: Mapping[str, object]) -> tuple[frozenset[str], str]:

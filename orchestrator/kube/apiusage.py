@@ -323,17 +323,20 @@ def _minor(look: _Look) -> tuple[int, int] | None:
 
 
 def _scan(look: _Look, target: ScanTarget) -> None:
-    entry = next(
-        (e for e in look.resource_entries(target.list_version) if e.get("kind") == target.kind),
-        None,
+    through, entry = next(
+        (
+            (gv, e)
+            for gv in target.list_versions
+            for e in look.resource_entries(gv)
+            if e.get("kind") == target.kind
+        ),
+        ("", None),
     )
-    if entry is None:
-        if look.resources(target.list_version) is not None:
-            look.notes.append(f"{target.list_version} serves no {target.kind}")
+    if entry is None:  # a served group that does not serve the kind: nothing to read
         return
     resource = str(entry["name"])
-    prefix = "/apis" if "/" in target.list_version else "/api"
-    path = f"{prefix}/{target.list_version}/{resource}"
+    prefix = "/apis" if "/" in through else "/api"
+    path = f"{prefix}/{through}/{resource}"
     wanted = {row.api.group_version: row for row in target.rows}
     counts: dict[tuple[str, UsageSource], tuple[int, str]] = {}
     try:

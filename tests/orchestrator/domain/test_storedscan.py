@@ -35,35 +35,45 @@ CATALOG = {r.api: r for r in (VAC_ALPHA, VAC_BETA, CTB, PSP)}
 @pytest.mark.parametrize(
     ("minor", "served", "targets"),
     [
-        # Removed rows are skipped; the replacement is preferred; two rows of one kind share
-        # one LIST.
+        # Removed rows are skipped; the replacement is preferred, the own version next.
         (
             (1, 35),
             {"storage.k8s.io/v1", "storage.k8s.io/v1beta1", "certificates.k8s.io/v1alpha1"},
             [
-                ("VolumeAttributesClass", "storage.k8s.io/v1", [VAC_BETA]),
-                ("ClusterTrustBundle", "certificates.k8s.io/v1alpha1", [CTB]),
+                ("ClusterTrustBundle", ("certificates.k8s.io/v1alpha1",), [CTB]),
+                (
+                    "VolumeAttributesClass",
+                    ("storage.k8s.io/v1", "storage.k8s.io/v1beta1"),
+                    [VAC_BETA],
+                ),
             ],
         ),
+        # Two rows of one kind share one LIST.
         (
             (1, 34),
-            {"storage.k8s.io/v1", "certificates.k8s.io/v1beta1"},
+            {"storage.k8s.io/v1", "storage.k8s.io/v1alpha1", "certificates.k8s.io/v1beta1"},
             [
-                ("ClusterTrustBundle", "certificates.k8s.io/v1beta1", [CTB]),
-                ("VolumeAttributesClass", "storage.k8s.io/v1", [VAC_ALPHA, VAC_BETA]),
+                ("ClusterTrustBundle", ("certificates.k8s.io/v1beta1",), [CTB]),
+                (
+                    "VolumeAttributesClass",
+                    ("storage.k8s.io/v1", "storage.k8s.io/v1alpha1"),
+                    [VAC_ALPHA, VAC_BETA],
+                ),
             ],
         ),
         # Neither version served: nothing of the kind can be read; no replacement: its own.
-        ((1, 35), {"policy/v1beta1"}, [("PodSecurityPolicy", "policy/v1beta1", [PSP])]),
+        ((1, 35), {"policy/v1beta1"}, [("PodSecurityPolicy", ("policy/v1beta1",), [PSP])]),
         ((1, 35), set(), []),
         ((1, 40), {"policy/v1beta1", "storage.k8s.io/v1"}, []),
     ],
 )
 def test_scan_targets(
-    minor: tuple[int, int], served: set[str], targets: list[tuple[str, str, list[ApiLifecycle]]]
+    minor: tuple[int, int],
+    served: set[str],
+    targets: list[tuple[str, tuple[str, ...], list[ApiLifecycle]]],
 ) -> None:
-    got = [(t.kind, t.list_version, list(t.rows)) for t in scan_targets(CATALOG, minor, served)]
-    assert sorted(got, key=lambda t: (t[1], t[0])) == sorted(targets, key=lambda t: (t[1], t[0]))
+    got = [(t.kind, t.list_versions, list(t.rows)) for t in scan_targets(CATALOG, minor, served)]
+    assert got == targets
 
 
 def applied(api_version: object) -> str:
