@@ -177,22 +177,27 @@ def apiserver_instances(api: client.ApiClient, deadline: Deadline) -> tuple[list
     return endpoints, ""
 
 
-def instance_metrics(
-    kubeconfig: dict[str, Any], host: str, deadline: Deadline
-) -> tuple[DeprecatedRequests, int]:
-    """(What ``host``'s ``/metrics`` says, bytes read); ``host`` "" is the kubeconfig's server.
+@dataclass(frozen=True, slots=True)
+class MetricsRead:
+    """One apiserver's answer: what it says, the text read and the bytes on the wire (gzip)."""
 
-    Streamed: at most one line (``promtext.MAX_LINE``) and one chunk are held at a time.
+    requests: DeprecatedRequests
+    text_bytes: int
+    wire_bytes: int
+
+
+def instance_metrics(kubeconfig: dict[str, Any], host: str, deadline: Deadline) -> MetricsRead:
+    """What ``host``'s ``/metrics`` says; ``host`` "" is the kubeconfig's server.
+
+    Streamed, compressed on the wire when the apiserver compresses (it does for gzip): at most
+    one line (``promtext.MAX_LINE``) and one chunk are held at a time.
     """
     api = no_retry_client(kubeconfig, f"https://{host}" if host else "")
     try:
         reader = LineReader()
-        chunks = get_stream(api, "/metrics", deadline, METRICS_ACCEPT)
-        try:
-            read = read_deprecated_requests(reader.lines(chunks))
-        finally:
-            chunks.close()
-        return read, reader.bytes
+        with get_stream(api, "/metrics", deadline, METRICS_ACCEPT, gzip=True) as body:
+            read = read_deprecated_requests(reader.lines(body))
+            return MetricsRead(read, reader.bytes, body.wire_bytes)
     finally:
         api.close()  # type: ignore[no-untyped-call]
 
@@ -221,22 +226,23 @@ def _metric_usage(look: _Look, kubeconfig: dict[str, Any]) -> None:
         name = host or server
         started = time.monotonic()
         try:
-            read, size = instance_metrics(kubeconfig, host, look.deadline)
+            metrics = instance_metrics(kubeconfig, host, look.deadline)
         except TimeoutError:
             look.notes.append(f"apiserver {name}: /metrics gave no answer in time")
             raise
         except Exception as err:
             look.notes.append(f"apiserver {name} did not answer: {failure_reason(err)}")
             continue
-        look.metrics_bytes += size
+        look.metrics_bytes += metrics.wire_bytes
         log.debug(
-            "read %d bytes of /metrics from %s in %.2fs (%d lines)",
-            size,
+            "read /metrics of %s in %.2fs: %d bytes (%d on the wire), %d lines",
             name,
             time.monotonic() - started,
-            read.lines,
+            metrics.text_bytes,
+            metrics.wire_bytes,
+            metrics.requests.lines,
         )
-        for use in read.uses:
+        for use in metrics.requests.uses:
             r = use.resource
             release, counters = seen.setdefault(
                 (r.group, r.version, r.resource), (use.removed_release, [])
@@ -421,7 +427,7 @@ def observe(
     except Exception as err:  # a bug or a client fault: partial, never a clean answer
         look.notes.append(f"observation failed during {steps[done]}: {failure_reason(err)}")
     log.debug(
-        "observed %s in %.2fs: %d usages, %d blockers, %d bytes of /metrics",
+        "observed %s in %.2fs: %d usages, %d blockers, %d bytes of /metrics on the wire",
         api.configuration.host,
         time.monotonic() - started,
         len(look.usage),

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Mapping
+import zlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubernetes import client, config
@@ -34,13 +35,19 @@ class Deadline:
 
 
 def _send(
-    api: client.ApiClient, path: str, deadline: Deadline, accept: str, query: Mapping[str, Any]
+    api: client.ApiClient,
+    path: str,
+    deadline: Deadline,
+    accept: str,
+    query: Mapping[str, Any],
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
     request = api.param_serialize(
         "GET",
         path,
         query_params=[(k, v) for k, v in query.items() if v is not None],
-        header_params={"Accept": accept},
+        header_params={"Accept": accept, **(headers or {})},
         auth_settings=["BearerToken"],
     )
     return api.call_api(*request, _request_timeout=deadline.left())
@@ -65,24 +72,58 @@ def get_json(
     return loaded
 
 
-def get_stream(
-    api: client.ApiClient, path: str, deadline: Deadline, accept: str
-) -> Generator[bytes, None, None]:
-    """GET ``path`` and yield its body in chunks as they arrive, never the whole body at once.
+class BodyStream:
+    """The body of one GET, read in chunks as they arrive, never whole (a context manager).
 
     The deadline is checked before every chunk (each read also waits at most what was left when
     the request was sent), and the connection is released however the caller stops reading.
+    ``wire_bytes`` is what crossed the network (compressed when the server compressed: the body
+    is inflated here, in bounded steps, rather than by urllib3, which cannot count the bytes of a
+    chunked body).
     """
-    resp: Any = _send(api, path, deadline, accept, {})
-    raw = resp.response
-    try:
+
+    def __init__(self, resp: Any, deadline: Deadline) -> None:
+        self._raw = resp.response
+        self._deadline = deadline
+        self.wire_bytes = 0
         if not 200 <= resp.status <= 299:
+            self.close()
             raise client.ApiException(status=resp.status, reason=resp.reason)
-        for chunk in raw.stream(CHUNK, decode_content=True):
-            deadline.left()
-            yield chunk
-    finally:
-        raw.release_conn()
+        self._gzip = self._raw.headers.get("Content-Encoding", "").strip().lower() == "gzip"
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Decoded chunks of at most ``CHUNK`` bytes, even from a body that inflates 1000:1."""
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
+        for chunk in self._raw.stream(CHUNK, decode_content=False):
+            self._deadline.left()
+            self.wire_bytes += len(chunk)
+            if inflate is None:
+                yield chunk
+                continue
+            data = chunk
+            while data:
+                yield inflate.decompress(data, CHUNK)
+                data = inflate.unconsumed_tail
+        if inflate is not None:
+            yield inflate.flush()
+
+    def close(self) -> None:
+        """Give the connection back (or drop it, when the body was not read to its end)."""
+        self._raw.release_conn()
+
+    def __enter__(self) -> BodyStream:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def get_stream(
+    api: client.ApiClient, path: str, deadline: Deadline, accept: str, *, gzip: bool = False
+) -> BodyStream:
+    """GET ``path`` for reading as a stream (``gzip``: ask the server to compress it)."""
+    headers = {"Accept-Encoding": "gzip"} if gzip else {}
+    return BodyStream(_send(api, path, deadline, accept, {}, headers=headers), deadline)
 
 
 def _clip(text: str) -> str:

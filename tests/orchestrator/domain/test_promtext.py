@@ -118,6 +118,15 @@ HEAD = [
             (DeprecatedUse(VAC, "1.37", 0),),
             2,
         ),
+        # Families that share the prefix are never parsed, so never malformed.
+        (
+            [
+                'apiserver_request_duration_seconds_bucket{le="0.1" 3',
+                "apiserver_requested_deprecated_apis_other 1",
+            ],
+            (),
+            0,
+        ),
         # Non-resource requests (no resource label) are ignored.
         (['apiserver_request_total{code="200",path="/metrics",verb="GET"} 9'], (), 0),
     ],
