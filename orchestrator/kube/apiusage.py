@@ -12,9 +12,12 @@ secret) and within one shared deadline:
    verified as it is through the load balancer (never switched off). With no such pod (not a
    kubeadm control plane, or a bare apiserver such as the local plane's) the kubeconfig's server
    is read as the one instance. An instance that does not answer makes the look partial, named.
-   The body is streamed and read line by line (``orchestrator.domain.promtext``).
+   The body is streamed and read line by line (``orchestrator.domain.promtext``). At most
+   ``MAX_INSTANCES`` pods are read (a control plane has 1, 3 or 5).
 2. **PodDisruptionBudgets that allow no eviction** (``orchestrator.domain.disruption``), from a
-   paginated LIST of policy/v1 PDBs in every namespace.
+   paginated LIST of policy/v1 PDBs in every namespace (at most ``MAX_PDBS``, else partial); the
+   first ``MAX_BLOCKERS`` by namespace and name are kept, enough to block the cluster and name
+   its drains' obstacles.
 3. **Stored objects** of the catalog kinds still served at the cluster's minor
    (``orchestrator.domain.storedscan``): a paginated LIST of object metadata only
    (``PartialObjectMetadataList``) per kind, counting objects whose managedFields or
@@ -228,10 +231,10 @@ def _metric_usage(look: _Look, kubeconfig: dict[str, Any]) -> None:
         try:
             metrics = instance_metrics(kubeconfig, host, look.deadline)
         except TimeoutError:
-            look.notes.append(f"apiserver {name}: /metrics gave no answer in time")
+            look.notes.append(f"apiserver {name}: GET /metrics: no answer in time")
             raise
         except Exception as err:
-            look.notes.append(f"apiserver {name} did not answer: {failure_reason(err)}")
+            look.notes.append(f"apiserver {name}: GET /metrics: {failure_reason(err)}")
             continue
         look.metrics_bytes += metrics.wire_bytes
         log.debug(
