@@ -13,7 +13,10 @@ secret) and within one shared deadline:
    kubeadm control plane, or a bare apiserver such as the local plane's) the kubeconfig's server
    is read as the one instance. An instance that does not answer makes the look partial, named.
    The body is streamed and read line by line (``orchestrator.domain.promtext``). At most
-   ``MAX_INSTANCES`` pods are read (a control plane has 1, 3 or 5).
+   ``MAX_INSTANCES`` pods are read (a control plane has 1, 3 or 5). Deprecated APIs with no
+   removal (``removed_release`` "": v1 Endpoints since 1.33, a deprecated CRD version) are kept
+   as seen; a CRD version outside the ``vN[alphaN|betaN]`` scheme cannot be carried and is
+   skipped.
 2. **PodDisruptionBudgets that allow no eviction** (``orchestrator.domain.disruption``), from a
    paginated LIST of policy/v1 PDBs in every namespace (at most ``MAX_PDBS``, else partial); the
    first ``MAX_BLOCKERS`` by namespace and name are kept, enough to block the cluster and name
@@ -54,7 +57,7 @@ from orchestrator.domain.observed import (
     UsageSource,
 )
 from orchestrator.domain.promtext import DeprecatedRequests, LineReader, read_deprecated_requests
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.snapshot import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.storedscan import (
     ScanTarget,
     object_name,
@@ -84,6 +87,8 @@ MAX_OBJECTS: Final = 10_000
 MAX_PDBS: Final = 10_000
 """Most PDBs read per cluster; past it the look is partial."""
 PARTIAL_LIMIT: Final = 900
+_GROUP_VERSION = re.compile(GROUP_VERSION_PATTERN)
+_RELEASE = re.compile(r"(?:[0-9]{1,3}\.[0-9]{1,4})?")
 _HOST_PORT = re.compile(
     r"(?:\[(?P<ip6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9.-]+)):(?P<port>\d{1,5})"
 )
@@ -255,6 +260,11 @@ def _metric_usage(look: _Look, kubeconfig: dict[str, Any]) -> None:
                 look.notes.append(f"apiserver {name}: request count of {r.resource} not tracked")
     for (group, version, resource), (release, counters) in sorted(seen.items()):
         group_version = f"{group}/{version}" if group else version
+        if not _GROUP_VERSION.fullmatch(group_version) or not _RELEASE.fullmatch(release):
+            # A CRD version named outside Kubernetes' vN[alphaN|betaN] scheme: no ApiRef can
+            # carry it (the snapshot format refuses it), and no catalog row can name it.
+            log.debug("skipping deprecated %s %s (%r)", group_version, resource, release)
+            continue
         kind = _kind_of(look, group_version, resource)
         if not kind:
             look.notes.append(f"no kind for {group_version} {resource} in discovery")
