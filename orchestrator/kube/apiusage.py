@@ -13,10 +13,9 @@ secret) and within one shared deadline:
    kubeadm control plane, or a bare apiserver such as the local plane's) the kubeconfig's server
    is read as the one instance. An instance that does not answer makes the look partial, named.
    The body is streamed and read line by line (``orchestrator.domain.promtext``). At most
-   ``MAX_INSTANCES`` pods are read (a control plane has 1, 3 or 5). Deprecated APIs with no
-   removal (``removed_release`` "": v1 Endpoints since 1.33, a deprecated CRD version) are kept
-   as seen; a CRD version outside the ``vN[alphaN|betaN]`` scheme cannot be carried and is
-   skipped.
+   ``MAX_INSTANCES`` pods are read (a control plane has 1, 3 or 5). Only deprecated APIs with
+   a removal release are recorded: one with none (``removed_release`` "": v1 Endpoints since
+   1.33, a deprecated CRD version) is removed by no upgrade.
 2. **PodDisruptionBudgets that allow no eviction** (``orchestrator.domain.disruption``), from a
    paginated LIST of policy/v1 PDBs in every namespace (at most ``MAX_PDBS``, else partial); the
    first ``MAX_BLOCKERS`` by namespace and name are kept, enough to block the cluster and name
@@ -88,7 +87,7 @@ MAX_PDBS: Final = 10_000
 """Most PDBs read per cluster; past it the look is partial."""
 PARTIAL_LIMIT: Final = 900
 _GROUP_VERSION = re.compile(GROUP_VERSION_PATTERN)
-_RELEASE = re.compile(r"(?:[0-9]{1,3}\.[0-9]{1,4})?")
+_RELEASE = re.compile(r"1\.(0|[1-9][0-9]{0,2})")  # as the snapshot format's removedRelease
 _HOST_PORT = re.compile(
     r"(?:\[(?P<ip6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9.-]+)):(?P<port>\d{1,5})"
 )
@@ -261,9 +260,11 @@ def _metric_usage(look: _Look, kubeconfig: dict[str, Any]) -> None:
     for (group, version, resource), (release, counters) in sorted(seen.items()):
         group_version = f"{group}/{version}" if group else version
         if not _GROUP_VERSION.fullmatch(group_version) or not _RELEASE.fullmatch(release):
-            # A CRD version named outside Kubernetes' vN[alphaN|betaN] scheme: no ApiRef can
-            # carry it (the snapshot format refuses it), and no catalog row can name it.
-            log.debug("skipping deprecated %s %s (%r)", group_version, resource, release)
+            # Deprecated with no removal planned (v1 Endpoints since 1.33, a CRD version marked
+            # deprecated): no upgrade removes it, so there is nothing to block or warn about,
+            # and the snapshot format's removedRelease is a release. A CRD version named outside
+            # the vN[alphaN|betaN] scheme: no ApiRef can carry it.
+            log.debug("not recorded: deprecated %s %s (%r)", group_version, resource, release)
             continue
         kind = _kind_of(look, group_version, resource)
         if not kind:
@@ -404,7 +405,8 @@ def _stored_usage(look: _Look, served: Sequence[str]) -> None:
 
 
 def _partial(notes: list[str]) -> str:
-    text = "; ".join(dict.fromkeys(notes))
+    """One line (the snapshot format's ``observationPartial``), each note once, clipped."""
+    text = " ".join("; ".join(dict.fromkeys(notes)).split())
     return text if len(text) <= PARTIAL_LIMIT else text[: PARTIAL_LIMIT - 1] + "…"
 
 
@@ -422,9 +424,11 @@ def observe(
     the cluster's discovery (``workload.api_versions``), which its caller has already read to
     know the cluster answers. The steps run in
     order of value (metrics, PDBs, stored objects); once the deadline passes, the steps not
-    done are named in ``observation_partial``. Never raises for the cluster's answers.
+    done are named in ``observation_partial``. Never raises for the cluster's answers. ``now``
+    is kept to the second, as the snapshot format writes times, so that a live read and the
+    file written from it compare equal.
     """
-    look = _Look(api, deadline, now)
+    look = _Look(api, deadline, now.replace(microsecond=0))
     steps = ("apiserver metrics", "PodDisruptionBudgets", "stored objects")
     done = 0
     started = time.monotonic()

@@ -25,7 +25,8 @@ import yaml
 from kubernetes import client
 
 from orchestrator.domain.observed import ApiUsage
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.observed_load import blockers_from_list, usages_from_list
+from orchestrator.domain.snapshot import ApiRef, SnapshotError
 from orchestrator.kube import apiusage, workload
 from orchestrator.kube.bounded import Deadline
 from orchestrator.localplane.plane import LocalPlane
@@ -135,7 +136,7 @@ def test_the_deprecated_api_in_use_and_the_blocking_pdb_are_seen(
     assert metric.requests is not None and metric.requests >= READS + 1  # ours and kubectl's
     assert metric.counters == ((workload_cluster, metric.requests),)
     assert metric.example == workload_cluster
-    assert metric.first_seen == metric.last_seen == metric.observed_at == now
+    assert metric.first_seen == metric.last_seen == metric.observed_at == now.replace(microsecond=0)
 
     for source in ("managedFields", "annotation"):
         stored = seen[source]
@@ -155,6 +156,14 @@ def test_the_probe_carries_the_observation(mgmt: client.ApiClient, workload_clus
     assert status.observation_partial == ""
     assert set(by_source(status.api_usage)) == {"metric", "managedFields", "annotation"}
     assert [b.name for b in status.disruption_blockers if b.namespace == NAMESPACE] == ["frozen"]
+    # Deprecated without a removal (v1 Endpoints, which the apiserver itself reads): no upgrade
+    # removes it, so it is not recorded.
+    assert all(u.removed_release for u in status.api_usage)
+    # What the live read saw is what the FleetSnapshot format writes and reads back, unchanged.
+    doc = status.to_json()
+    assert usages_from_list(doc["apiUsage"], "apiUsage", SnapshotError) == status.api_usage
+    blockers = blockers_from_list(doc["disruptionBlockers"], "disruptionBlockers", SnapshotError)
+    assert blockers == status.disruption_blockers
 
 
 def test_the_metrics_body_is_streamed(plane: LocalPlane, workload_cluster: str) -> None:
