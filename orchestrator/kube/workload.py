@@ -5,12 +5,12 @@ no secret is written to disk by us or travels in a workflow payload. Reads retur
 simulated workload API servers (CAPD in-memory) serve sparse objects that typed models reject.
 
 ``probe`` is what a live inventory learns from one workload cluster: the group/versions its API
-server serves (discovery: ``/api`` and ``/apis``, what ``kubectl api-versions`` prints) and its
+server serves (discovery: ``/api`` and ``/apis``, what ``kubectl api-versions`` prints), its
 Nodes' readiness and kubelet versions, and what the cluster is seen doing (deprecated APIs in
-use, PodDisruptionBudgets that block drains: ``apiusage``). It never raises for an unreachable cluster: it says why
-(no secret, no permission, no answer in time, an error status), so callers can report every
-cluster either way. Every request of a probe shares one deadline, and the client retries nothing,
-so one probe takes at most about ``timeout`` seconds.
+use, PodDisruptionBudgets that block drains: ``apiusage``). It never raises for an unreachable
+cluster: it says why (no secret, no permission, no answer in time, an error status), so callers
+can report every cluster either way. Every request of a probe shares one deadline, and the
+client retries nothing, so one probe takes at most about ``timeout`` seconds.
 """
 
 from __future__ import annotations
