@@ -353,13 +353,18 @@ def test_writer_placement_decisions_are_an_argo_cd_cluster_decision_resource(
 
 @pytest.fixture
 def without_crds(plane: LocalPlane, dyn: DynamicClient) -> Iterator[None]:
+    # The plane is shared by every later test of this worker: whatever happens here, even a
+    # deletion that does not finish in time, ends with our CRDs installed again. Deleting a CRD
+    # deletes every object of it first (the apiserver's cleanup finalizer), and the worker's
+    # earlier tests may have left thousands: on a loaded machine that took over 120 s.
     res = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
-    for name in fleetapi.CRD_NAMES:
-        res.delete(name=name, _request_timeout=60)
-    wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 120, interval=0.5)
     try:
+        for name in fleetapi.CRD_NAMES:
+            res.delete(name=name, _request_timeout=60)
+        wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 600, interval=0.5)
         yield
     finally:
+        wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 600, interval=0.5)
         plane.up(timeout=60)  # healthy plane: re-installs our CRDs and returns
 
 
