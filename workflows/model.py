@@ -126,6 +126,9 @@ class Timeouts:
     heartbeat_seconds: float = 60.0
     poll_seconds: float = 10.0
     placement_seconds: float = 900.0
+    # Before a control-plane step that removes an API whose requests were counted: how long the
+    # apiservers are watched for new requests (``workflows.activities.usage_gate``).
+    observe_window_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -439,6 +442,10 @@ class PatchControlPlaneInput:
     cluster: ClusterRef
     from_version: str
     to_version: str
+    # The gate before the patch (``usage_gate.control_plane_gate``); histories recorded before
+    # it existed decode with a 0-second window and the blocking mode.
+    observe_window_seconds: float = 0.0
+    on_observed_usage: str = "block"
 
 
 @dataclass(frozen=True)
@@ -449,6 +456,7 @@ class PatchWorkersInput:
     cluster: ClusterRef
     to_version: str
     pools: tuple[PoolVersion, ...]
+    on_disruption_blocker: str = "block"  # the gate before the patch (``usage_gate.drain_gate``)
 
 
 @dataclass(frozen=True)
@@ -457,6 +465,7 @@ class PatchResult:
 
     applied: tuple[str, ...] = ()
     already: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # what the gate before the patch found in warn mode
 
 
 @dataclass(frozen=True)

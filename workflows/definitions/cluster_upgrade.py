@@ -306,7 +306,13 @@ class ClusterUpgrade:
         if step.component == "controlPlane":
             await workflow.execute_activity_method(
                 CalibrationActivities.patch_control_plane,
-                PatchControlPlaneInput(step.step_id, ref, step.from_version, step.version),
+                PatchControlPlaneInput(
+                    step.step_id,
+                    ref,
+                    step.from_version,
+                    step.version,
+                    observe_window_seconds=opts.timeouts.observe_window_seconds,
+                ),
                 **_short_options(opts),
             )
             self._step(step.index, activity="wait")
