@@ -130,3 +130,10 @@ def test_drain_gate_refuses_a_worker_step_before_any_pool_moves() -> None:
     assert not fleet.patches
     fleet, result = patch([UsageRead()], workers, worker=True)
     assert result.applied == ("md-0",)
+
+
+def test_a_stuck_drain_refuses_the_control_plane_step_too() -> None:
+    blocker = DisruptionBlocker("shop", "web", "minAvailable 2 equals the 2 expected pods", 2)
+    fleet, result = patch([UsageRead(blockers=(blocker,))], step())
+    assert isinstance(result, ApplicationError) and result.type == STEP_BLOCKED
+    assert "shop/web allows no eviction" in str(result) and not fleet.patches

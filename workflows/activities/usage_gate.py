@@ -12,8 +12,10 @@ gates look at the cluster itself, just before the patch that would break it:
   that calls less often than the window is reported quiet at that moment; the stored-object
   scan still sees what it wrote. So ``calibrator retry`` after the client was stopped and its
   objects migrated lets the step go.
-- **worker step**: PodDisruptionBudgets that allow no eviction; draining a node that runs their
-  pods would wait until the rollout's timeout, so the step is refused before it starts.
+- **worker step** (and already the control-plane step, so a cluster is refused before it starts
+  rather than with its control plane moved and its workers stuck): PodDisruptionBudgets that
+  allow no eviction; draining a node that runs their pods would wait until the rollout's
+  timeout.
 
 A look that is partial (an apiserver instance that did not answer) blocks like a finding: it is
 never taken for a clean one. In ``warn`` mode (the strategy's choice) the same text is returned
@@ -91,6 +93,9 @@ async def control_plane_gate(
     for u in removed_by_step(merged, start, end):
         text = f"step to {to_version} removes {u.api.group_version} {u.resource}: {u.describe()}"
         (problems if u.active else quiet).append(text)
+    # A stuck drain is refused here too, before the cluster's first step: a control plane moved
+    # to the new minor with workers that can never follow is the half-upgrade to avoid.
+    problems += [b.describe() for b in read.blockers]
     if read.partial:
         problems.append(f"observation of {cluster.name} is incomplete: {read.partial}")
     return _refuse(problems, mode) + tuple(quiet)
