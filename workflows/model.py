@@ -561,9 +561,15 @@ class FindingInfo:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Findings (empty = compatible)."""
+    """Findings (empty = compatible); ``observed``: what the cluster itself was seen using.
+
+    ``observed`` lines never fail the step (the API is already gone at this version: what they
+    name is already broken, and the gate before the patch was the place to stop); they keep the
+    record on the Cluster current and tell the operator.
+    """
 
     findings: tuple[FindingInfo, ...] = ()
+    observed: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------

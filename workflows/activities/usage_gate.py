@@ -110,3 +110,20 @@ async def drain_gate(
     if read.partial:
         problems.append(f"observation of {cluster.name} is incomplete: {read.partial}")
     return _refuse(problems, mode)
+
+
+async def observed_after_step(
+    backend: FleetBackend, cluster: ClusterRef, version: KubeVersion
+) -> tuple[str, ...]:
+    """Look at the cluster after a step, record the look, and name the removed APIs still seen."""
+    now = datetime.now(UTC)
+    read = await backend.read_usage(cluster, now)
+    merged = await backend.record_usage(cluster, read.usage, now)
+    out = [
+        f"{u.api.group_version} {u.resource} is gone at {version}: {u.describe()}"
+        for u in merged
+        if (record := lifecycle(u.api)) is not None and record.removed_in <= version.minor_key
+    ]
+    if read.partial:
+        out.append(f"observation of {cluster.name} is incomplete: {read.partial}")
+    return tuple(out)
