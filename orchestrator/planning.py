@@ -39,7 +39,10 @@ class FindingVerdict:
     """A compatibility finding and what the calibration does about it."""
 
     finding: Finding
-    action: str  # "block" | "move" | "none" (already broken before the upgrade)
+    # "block" | "move" | "warn" (reported, the step goes on: an early warning, a quiet usage,
+    # or an observed finding the strategy turned to a warning) | "none" (already broken before
+    # the upgrade, or on a cluster that takes no step)
+    action: str
     destination: str | None = None
 
 
@@ -51,6 +54,9 @@ class CalibrationPlan:
     skew violation, ...): no planned version exists, so no compatibility check ran for them.
     They are kept apart because "no finding" on such a cluster means "not looked at", never
     "clean" -- ``calibrator check`` must say so instead of reporting the fleet compatible.
+    ``partially_observed`` is the same for observation: (cluster, reason) of every planned
+    cluster whose live look was incomplete (``WorkloadClusterStatus.observation_partial``),
+    where "no observed finding" does not mean no client uses a removed API.
     """
 
     target: KubeVersion
@@ -58,6 +64,7 @@ class CalibrationPlan:
     findings: tuple[FindingVerdict, ...]
     rollout: Rollout
     unchecked: tuple[str, ...] = ()
+    partially_observed: tuple[tuple[str, str], ...] = ()
 
     def plan_for(self, name: str) -> ClusterPlan:
         """The plan of one cluster (InputError for an unknown name)."""
@@ -71,7 +78,7 @@ class CalibrationPlan:
         return self.rollout.windows.get(name)
 
     def finding_actions(self) -> dict[str, int]:
-        """How many findings the calibration blocks on, moves, or leaves (already broken)."""
+        """How many findings the calibration blocks on, moves, warns about, or leaves."""
         counts: dict[str, int] = {}
         for verdict in self.findings:
             counts[verdict.action] = counts.get(verdict.action, 0) + 1
@@ -150,11 +157,19 @@ def plan_calibration(
     )
     findings = [
         f
-        for f in check_fleet(snapshot, {n: planned.get(n, ()) for n in plans})
+        for f in check_fleet(
+            snapshot,
+            {n: planned.get(n, ()) for n in plans},
+            {n: p.worker_steps for n, p in plans.items() if not p.blocked},
+        )
         if f.cluster in plans
     ]
     movable = sorted(
-        {f.workload for f in findings if not f.already_broken and plans[f.cluster].needs_upgrade}
+        {
+            f.workload
+            for f in findings
+            if not f.observed and not f.already_broken and plans[f.cluster].needs_upgrade
+        }
     )
     # One placement run over the end state answers "where would it go" for every affected
     # workload at once: a cluster that lost the API is already rejected there by APICompatibility,
@@ -165,6 +180,12 @@ def plan_calibration(
     verdicts: list[FindingVerdict] = []
     blocks: dict[str, list[str]] = {}
     for finding in findings:
+        if finding.observed:
+            action = observed_action(finding, plans[finding.cluster], strategy)
+            verdicts.append(FindingVerdict(finding, action))
+            if action == "block":
+                blocks.setdefault(finding.cluster, []).append(block_reason(finding))
+            continue
         if finding.already_broken or not plans[finding.cluster].needs_upgrade:
             verdicts.append(FindingVerdict(finding, "none"))
             continue
@@ -174,10 +195,7 @@ def plan_calibration(
             home = next((c.name for c in decision.clusters if c.name != finding.cluster), None)
         if home is None:
             verdicts.append(FindingVerdict(finding, "block"))
-            blocks.setdefault(finding.cluster, []).append(
-                f"step to {finding.version} would break {finding.describe()}, and placement "
-                "cannot move it to another cluster"
-            )
+            blocks.setdefault(finding.cluster, []).append(block_reason(finding))
         else:
             verdicts.append(FindingVerdict(finding, "move", home))
     final = tuple(
@@ -188,8 +206,49 @@ def plan_calibration(
         c for c, p in zip(clusters, final, strict=True) if p.needs_upgrade and not p.blocked
     ]
     unchecked = tuple(c.name for c in clusters if plans[c.name].blocked)
+    partially_observed = tuple(
+        (c.name, c.workload_cluster.observation_partial)
+        for c in clusters
+        if c.workload_cluster is not None and c.workload_cluster.observation_partial
+    )
     return CalibrationPlan(
-        target, final, tuple(verdicts), build_rollout(runnable, strategy), unchecked
+        target,
+        final,
+        tuple(verdicts),
+        build_rollout(runnable, strategy),
+        unchecked,
+        partially_observed,
+    )
+
+
+def observed_action(finding: Finding, plan: ClusterPlan, strategy: Strategy) -> str:
+    """What an observed or pdb finding does to its cluster's step.
+
+    Nothing when the cluster takes no step or the API is already gone (the upgrade makes
+    nothing worse); a warning for an early warning or a quiet usage (real, but no live client
+    to break); otherwise the strategy's ``observedUsage`` or ``unsatisfiableDisruptionBudgets``,
+    block by default. There is no "move": no declared workload stands behind an observation.
+    """
+    if finding.already_broken:
+        return "none"
+    if finding.source == "pdb":
+        return strategy.unsatisfiable_disruption_budgets if plan.needs_upgrade else "none"
+    if finding.early_warning or not finding.active or not plan.needs_upgrade:
+        return "warn"
+    return strategy.observed_usage
+
+
+def block_reason(finding: Finding) -> str:
+    """The blocked cluster's reason, naming the source (the workload, the apiserver, the PDB)."""
+    if finding.source == "pdb":
+        return f"worker rollout to {finding.version} blocked: {finding.describe()}"
+    if finding.observed:
+        return (
+            f"step to {finding.version} would break a client still using it: {finding.describe()}"
+        )
+    return (
+        f"step to {finding.version} would break {finding.describe()}, and placement "
+        "cannot move it to another cluster"
     )
 
 
@@ -265,6 +324,12 @@ def findings_to_json(plan: CalibrationPlan) -> dict[str, object]:
                 "alreadyBroken": v.finding.already_broken,
                 "action": v.action,
                 "destination": v.destination,
+                # Additive (issue 27): where the finding comes from and what was seen.
+                "source": v.finding.source,
+                "detail": v.finding.describe(),
+                "subject": v.finding.subject,
+                "active": v.finding.active,
+                "earlyWarning": v.finding.early_warning,
             }
             for v in plan.findings
         ],
@@ -272,5 +337,8 @@ def findings_to_json(plan: CalibrationPlan) -> dict[str, object]:
             {"cluster": name, "reasons": list(plan.plan_for(name).reasons)}
             for name in plan.unchecked
         ],
-        "complete": not plan.unchecked,
+        "partiallyObserved": [
+            {"cluster": name, "reason": reason} for name, reason in plan.partially_observed
+        ],
+        "complete": not plan.unchecked and not plan.partially_observed,
     }

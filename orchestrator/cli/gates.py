@@ -61,11 +61,17 @@ def parse_drift_conditions(value: str | None) -> tuple[str, ...]:
 
 
 def check_hits(plan: CalibrationPlan, fail_on: CheckFailOn) -> list[str]:
-    """``cluster: namespace/workload (action)`` of every finding ``fail_on`` fails on."""
+    """``cluster: namespace/workload (action)`` of every finding ``fail_on`` fails on.
+
+    ``block`` fails on findings that block a cluster (declared or observed); ``warn`` on every
+    finding, a "warn" verdict (early warning, quiet usage, a strategy's override) included. An
+    observed finding is named by what was seen (``storage.k8s.io/v1alpha1/X (apiserver
+    metrics)``, ``PodDisruptionBudget ns/name``), having no workload.
+    """
     if fail_on is CheckFailOn.none:
         return []
     return [
-        f"{v.finding.cluster}: {v.finding.workload} ({v.action})"
+        f"{v.finding.cluster}: {v.finding.label} ({v.action})"
         for v in plan.findings
         if fail_on is CheckFailOn.warn or v.action == "block"
     ]

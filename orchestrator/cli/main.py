@@ -120,8 +120,8 @@ CheckFailOnOpt = Annotated[
     CheckFailOn,
     typer.Option(
         "--fail-on",
-        help="Exit 3 on a finding that blocks an upgrade (block), on any finding (warn), "
-        "or never (none).",
+        help="Exit 3 on a finding that blocks an upgrade (block), on any finding, warnings "
+        "included (warn), or never (none).",
     ),
 ]
 DriftFailOnOpt = Annotated[
@@ -337,10 +337,13 @@ def check(
 ) -> None:
     """List workloads whose APIs a planned version no longer serves.
 
-    Exit 1 when a cluster could not be planned and so was not checked (listed with the reason),
-    or a live read left clusters out. Exit 3 with --fail-on block when a finding blocks its
-    cluster's upgrade, with --fail-on warn on any finding. With --strategy it checks the path
-    that strategy runs (allowPrereleases changes it).
+    Declared APIs (FleetWorkload apis) and usage observed on the clusters (apiserver metrics,
+    stored objects, PodDisruptionBudgets that allow no eviction) are checked together. Exit 1
+    when a cluster could not be planned and so was not checked (listed with the reason), was
+    observed only in part, or a live read left clusters out. Exit 3 with --fail-on block when a
+    finding blocks its cluster's upgrade, with --fail-on warn on any finding (warnings too).
+    With --strategy it checks the path that strategy runs (allowPrereleases changes it) and
+    applies its observedUsage and unsatisfiableDisruptionBudgets (block or warn).
     """
     from orchestrator.cli import render
     from orchestrator.cli.gates import check_hits, finish_gate
@@ -361,7 +364,7 @@ def check(
 
     emit(doc, output, table)
     hits = check_hits(result, fail_on)
-    partial = bool(result.unchecked) or bool(fleet.left_out)
+    partial = bool(result.unchecked) or bool(result.partially_observed) or bool(fleet.left_out)
     finish_gate(hits, "finding", f"--fail-on {fail_on}", partial=partial)
 
 

@@ -10,6 +10,7 @@ from orchestrator.cli.output import new_table
 if TYPE_CHECKING:  # annotations only: ``place`` need not import planning, drift or Rich
     from rich.console import Console
 
+    from orchestrator.domain.compatibility import Finding
     from orchestrator.domain.drift import DriftReport
     from orchestrator.domain.snapshot import FleetSnapshot
     from orchestrator.planning import CalibrationPlan
@@ -173,6 +174,11 @@ def plan_table(
     for p in plan.clusters:
         for reason in p.reasons:
             con.print(f"[red]blocked[/] {p.cluster}: {reason}")
+    # Observed findings that do not block (an early warning, a quiet usage, or the strategy's
+    # warn) are still said: the next calibration, or the client's owner, has to act on them.
+    for v in plan.findings:
+        if v.action == "warn":
+            con.print(f"[yellow]warning[/] {v.finding.cluster}: {_warning(v.finding)}")
     for i, wave in enumerate(plan.rollout.waves(), start=1):
         con.print(f"wave {i}: {', '.join(wave)}")
     from orchestrator.domain.durations import format_duration
@@ -203,14 +209,36 @@ def plan_table(
         )
 
 
+def _warning(finding: Finding) -> str:
+    """A warning's line: what was seen, and when the API goes when that is after the path."""
+    text = finding.describe()
+    if finding.early_warning:
+        return f"{text} (after {finding.version}: act before that release)"
+    return text
+
+
+def _observed_action(action: str) -> str:
+    return {"block": "[red]block[/]", "warn": "[yellow]warn[/]", "none": "already broken"}.get(
+        action, action
+    )
+
+
 def check_table(con: Console, plan: CalibrationPlan) -> None:
-    """People's view of the compatibility findings."""
+    """People's view of the compatibility findings.
+
+    Declared findings keep their table (and its exact output when nothing was observed);
+    observed ones get their own, naming the source, because they have no workload to move and
+    what was seen (requests since when, stored objects, a PodDisruptionBudget) is the evidence
+    an operator needs before overriding a block.
+    """
+    declared = [v for v in plan.findings if not v.finding.observed]
+    observed = [v for v in plan.findings if v.finding.observed]
     table = new_table(
         f"Removed APIs on the way to {plan.target}",
         ("Cluster", "Workload", "API", "Removed in", "Replacement", "Breaks at", "Action"),
         names=2,
     )
-    for v in plan.findings:
+    for v in declared if observed else plan.findings:
         f = v.finding
         action = {"block": "[red]block[/]", "none": "already broken"}.get(
             v.action, f"move to {v.destination}"
@@ -218,20 +246,61 @@ def check_table(con: Console, plan: CalibrationPlan) -> None:
         table.add_row(
             f.cluster, f.workload, f.api, f.removed_in, f.replacement or "-", str(f.version), action
         )
-    con.print(table)
+    if declared or not observed:
+        con.print(table)
+    if observed:
+        seen = new_table(
+            f"Observed on the clusters on the way to {plan.target}",
+            (
+                "Cluster",
+                "Source",
+                "API",
+                "Seen",
+                "Removed in",
+                "Replacement",
+                "Breaks at",
+                "Action",
+            ),
+        )
+        for v in observed:
+            f = v.finding
+            # An early warning's "Breaks at" is the path's last version, which still serves it.
+            breaks = f"after {f.version}" if f.early_warning else str(f.version)
+            seen.add_row(
+                f.cluster,
+                f.source,
+                f.api or "-",
+                f.detail,
+                f.removed_in or "-",
+                f.replacement or "-",
+                breaks,
+                _observed_action(v.action),
+            )
+        con.print(seen)
     if plan.unchecked:
         # A cluster without a plan was not checked: list it with the reason, never call it clean.
         skipped = new_table("Not checked: no plan for these clusters", ("Cluster", "Reason"))
         for name in plan.unchecked:
             skipped.add_row(name, "; ".join(plan.plan_for(name).reasons))
         con.print(skipped)
+    if plan.partially_observed:
+        # An incomplete look may have missed a client: named, never presented as clean.
+        partly = new_table("Observed only in part", ("Cluster", "Reason"))
+        for name, reason in plan.partially_observed:
+            partly.add_row(name, reason)
+        con.print(partly)
     checked = len(plan.clusters) - len(plan.unchecked)
-    if not plan.findings and not plan.unchecked:
+    if not plan.findings and not plan.unchecked and not plan.partially_observed:
         con.print("[green]no workload uses an API that a planned version removes[/]")
     elif plan.unchecked:
         con.print(
             f"[yellow]partial result:[/] {checked} of {len(plan.clusters)} clusters checked; "
             f"{len(plan.unchecked)} not checked (above)"
+        )
+    if plan.partially_observed:
+        con.print(
+            f"[yellow]partial result:[/] {len(plan.partially_observed)} cluster(s) observed "
+            "only in part (above)"
         )
 
 

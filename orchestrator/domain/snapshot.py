@@ -29,6 +29,7 @@ from orchestrator.domain.selectors import LabelSelector
 from orchestrator.domain.taints import (
     Taint,
     Toleration,
+    format_time,
 )
 from orchestrator.domain.versions import KubeVersion
 
@@ -167,13 +168,56 @@ class WorkloadClusterStatus:
         """The ``workloadCluster`` field of the file format."""
         if not self.reachable:
             return {"reachable": False, "reason": self.reason}
-        return {
+        out: dict[str, object] = {
             "reachable": True,
             "apiVersions": list(self.api_versions),
             "nodes": self.nodes,
             "readyNodes": self.ready_nodes,
             "kubeletVersions": dict(self.kubelet_versions),
         }
+        # Written only when there is something to say, so every document written before the
+        # observation existed (and every probe that observes nothing) stays byte-identical.
+        if self.api_usage:
+            out["apiUsage"] = [usage_to_json(u) for u in self.api_usage]
+        if self.disruption_blockers:
+            out["disruptionBlockers"] = [
+                {
+                    "namespace": b.namespace,
+                    "name": b.name,
+                    "reason": b.reason,
+                    "expectedPods": b.expected_pods,
+                }
+                for b in self.disruption_blockers
+            ]
+        if self.observation_partial:
+            out["observationPartial"] = self.observation_partial
+        return out
+
+
+def usage_to_json(usage: ApiUsage) -> dict[str, object]:
+    """One ``apiUsage`` entry of the file format (``observed_load.usages_from_list`` reads it).
+
+    ``counters`` stays out: it is the per-apiserver baseline the next live read is compared
+    with, meaningful only beside the record it was taken for, never something to hand-edit.
+    ``requests`` is written for the metric source only, ``objects`` for the other two.
+    """
+    out: dict[str, object] = {
+        "api": str(usage.api),
+        "resource": usage.resource,
+        "source": usage.source,
+        "removedRelease": usage.removed_release,
+    }
+    if usage.source == "metric":
+        if usage.requests is not None:
+            out["requests"] = usage.requests
+    else:
+        out["objects"] = usage.objects
+    out["firstSeen"] = format_time(usage.first_seen)
+    out["lastSeen"] = format_time(usage.last_seen)
+    out["observedAt"] = format_time(usage.observed_at)
+    if usage.example:
+        out["example"] = usage.example
+    return out
 
 
 @dataclass(frozen=True, slots=True)

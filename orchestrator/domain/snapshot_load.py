@@ -32,6 +32,8 @@ from orchestrator.domain.names import (
     dns1123_label_error,
     dns1123_subdomain_error,
 )
+from orchestrator.domain.observed_load import blockers_from_list, usages_from_list
+from orchestrator.domain.observed_load import text as observed_text
 from orchestrator.domain.quantity import (
     parse_cpu_milli,
     parse_memory_bytes,
@@ -258,7 +260,7 @@ def _labels(raw: object, where: str) -> dict[str, str]:
     return out
 
 
-def _check_fields(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def _check_fields(data: Mapping[str, Any], allowed: set[str] | frozenset[str], where: str) -> None:
     check_fields(data, allowed, where, SnapshotError)
 
 
@@ -367,9 +369,7 @@ def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
                 f"characters, got {quote(reason)}"
             )
         return WorkloadClusterStatus(False, reason)
-    _check_fields(
-        data, {"reachable", "apiVersions", "nodes", "readyNodes", "kubeletVersions"}, where
-    )
+    _check_fields(data, _REACHABLE_FIELDS, where)
     versions = _list(data.get("apiVersions"), f"{where}.apiVersions")
     if len(versions) > MAX_API_VERSIONS:
         raise SnapshotError(f"{where}.apiVersions: more than {MAX_API_VERSIONS} entries")
@@ -397,7 +397,42 @@ def _workload_cluster(raw: object, where: str) -> WorkloadClusterStatus:
         kubelets.append((version, _int(count, f"{where}.kubeletVersions.{version}", 1)))
     if sum(n for _, n in kubelets) > nodes:
         raise SnapshotError(f"{where}.kubeletVersions: counts more than the {nodes} Node(s)")
-    return WorkloadClusterStatus(True, "", tuple(versions), nodes, ready, tuple(kubelets))
+    partial = data.get("observationPartial")
+    return WorkloadClusterStatus(
+        True,
+        "",
+        tuple(versions),
+        nodes,
+        ready,
+        tuple(kubelets),
+        api_usage=()
+        if data.get("apiUsage") is None
+        else usages_from_list(data["apiUsage"], f"{where}.apiUsage", SnapshotError),
+        disruption_blockers=()
+        if data.get("disruptionBlockers") is None
+        else blockers_from_list(
+            data["disruptionBlockers"], f"{where}.disruptionBlockers", SnapshotError
+        ),
+        observation_partial=""
+        if partial is None
+        else observed_text(partial, f"{where}.observationPartial", SnapshotError),
+    )
+
+
+# What a reachable workload cluster may say: what it serves and runs, then what it was seen
+# doing (``observed_load`` reads the last three).
+_REACHABLE_FIELDS = frozenset(
+    {
+        "reachable",
+        "apiVersions",
+        "nodes",
+        "readyNodes",
+        "kubeletVersions",
+        "apiUsage",
+        "disruptionBlockers",
+        "observationPartial",
+    }
+)
 
 
 def _field(data: Mapping[str, Any], key: str, where: str) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final, Literal
 
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.durations import format_duration, parse_duration
@@ -27,6 +27,10 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 class StrategyError(InputError):
     """A strategy file that cannot be used."""
+
+
+FindingAction = Literal["block", "warn"]
+FINDING_ACTIONS: Final[tuple[FindingAction, ...]] = ("block", "warn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,14 @@ class Strategy:
     # Pre-releases as intermediate control-plane steps (``allowPrereleases``); the target may
     # always be one. Off by default: an ``-rc`` in a ClusterClass list is for testing, not a path.
     allow_prereleases: bool = False
+    # What an observed finding does to its cluster's step (``observedUsage``): a client seen
+    # calling an API the path removes, and (``unsatisfiableDisruptionBudgets``) a
+    # PodDisruptionBudget no eviction can satisfy on a cluster whose workers roll. Block by
+    # default: an upgrade that breaks a live client, or a drain that can never finish, is the
+    # outage the check exists to prevent; "warn" is the operator's informed override (a client
+    # already being retired, a PDB the app team relaxes during the window).
+    observed_usage: FindingAction = "block"
+    unsatisfiable_disruption_budgets: FindingAction = "block"
 
     def window_for(self, cluster: Cluster) -> MaintenanceWindow | None:
         """The first window whose selector matches the cluster (None = any time)."""
@@ -374,6 +386,8 @@ def strategy_from_mapping(raw: object) -> Strategy:
             "maintenanceWindows",
             "maxFailures",
             "allowPrereleases",
+            "observedUsage",
+            "unsatisfiableDisruptionBudgets",
         ),
         "strategy",
     )
@@ -408,7 +422,27 @@ def strategy_from_mapping(raw: object) -> Strategy:
     )
     max_failures = _count(data.get("maxFailures", 0), "strategy.maxFailures", 0, MAX_FAILURES)
     allow_prereleases = _bool(data.get("allowPrereleases", False), "strategy.allowPrereleases")
-    return Strategy(canary, tuple(stages), windows, max_failures, allow_prereleases)
+    return Strategy(
+        canary,
+        tuple(stages),
+        windows,
+        max_failures,
+        allow_prereleases,
+        observed_usage=_finding_action(
+            data.get("observedUsage", "block"), "strategy.observedUsage"
+        ),
+        unsatisfiable_disruption_budgets=_finding_action(
+            data.get("unsatisfiableDisruptionBudgets", "block"),
+            "strategy.unsatisfiableDisruptionBudgets",
+        ),
+    )
+
+
+def _finding_action(raw: object, where: str) -> FindingAction:
+    """``block`` or ``warn``; anything else (null included) is an error, never a silent default."""
+    if raw not in FINDING_ACTIONS:
+        raise StrategyError(f"{where}: must be block or warn, got {quote(raw)}")
+    return raw
 
 
 def load_strategy(text: str | bytes) -> Strategy:

@@ -265,6 +265,39 @@ SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
         _fleet(_set("clusters.3.taints.0.timeAdded", [1, 2])),
         "timeAdded: must be an RFC 3339 time",
     ),
+    (
+        "apiUsage-removedRelease-number",
+        _fleet(
+            _set(
+                "clusters.0.workloadCluster",
+                {
+                    "reachable": True,
+                    "apiUsage": [
+                        {
+                            "api": "storage.k8s.io/v1alpha1/VolumeAttributesClass",
+                            "resource": "volumeattributesclasses",
+                            "source": "metric",
+                            "removedRelease": 1.35,
+                            "firstSeen": "2026-12-05T10:02:00Z",
+                            "lastSeen": "2026-12-05T10:02:00Z",
+                            "observedAt": "2026-12-05T10:02:00Z",
+                        }
+                    ],
+                },
+            )
+        ),
+        "clusters[0].workloadCluster.apiUsage[0].removedRelease: expected a release",
+    ),
+    (
+        "disruptionBlockers-on-unreachable",
+        _fleet(
+            _set(
+                "clusters.0.workloadCluster",
+                {"reachable": False, "reason": "x", "disruptionBlockers": []},
+            )
+        ),
+        "unknown field(s) disruptionBlockers",
+    ),
     ("not-utf8", b"clusters: [\xff\xfe]\n", "not UTF-8"),
     ("nul-bytes", b"clusters: []\x00\x00", "NUL characters"),
     ("empty", "", "snapshot is empty"),
@@ -293,6 +326,16 @@ STRATEGIES: list[tuple[str, str, str]] = [
         "window-durtion",
         _strategy(_set("maintenanceWindows.0.durtion", "4h")),
         "unknown field(s) durtion",
+    ),
+    (
+        "observedUsage-ignore",
+        _strategy(_set("observedUsage", "ignore")),
+        "strategy.observedUsage: must be block or warn",
+    ),
+    (
+        "unsatisfiableDisruptionBudgets-false",
+        _strategy(_set("unsatisfiableDisruptionBudgets", False)),
+        "strategy.unsatisfiableDisruptionBudgets: must be block or warn",
     ),
     ("apiVersion-v9", _strategy(_set("apiVersion", "v9")), "strategy.apiVersion"),
     ("kind-wrong", _strategy(_set("kind", "Strategy")), "strategy.kind"),

@@ -236,3 +236,23 @@ def test_build_rollout_decides_every_approval_gate(
     rollout = build_rollout(FLEET, strategy)
     assert [s.name for s in rollout.stages if s.approval] == gates, name
     assert not any(s.approval for s in rollout.stages if s.name == "canary")
+
+
+@pytest.mark.parametrize("key", ["observedUsage", "unsatisfiableDisruptionBudgets"])
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, "block"), ("block", "block"), ("warn", "warn")]
+)
+def test_observed_finding_actions(key: str, value: str | None, expected: str) -> None:
+    doc: dict[str, object] = {"stages": [{"name": "a"}]}
+    if value is not None:
+        doc[key] = value
+    strategy = strategy_from_mapping(doc)
+    field = "observed_usage" if key == "observedUsage" else "unsatisfiable_disruption_budgets"
+    assert getattr(strategy, field) == expected
+
+
+@pytest.mark.parametrize("key", ["observedUsage", "unsatisfiableDisruptionBudgets"])
+@pytest.mark.parametrize("bad", ["Block", "ignore", "", True, None, ["warn"]])
+def test_observed_finding_actions_are_block_or_warn(key: str, bad: object) -> None:
+    with pytest.raises(StrategyError, match=rf"^strategy\.{key}: must be block or warn, got "):
+        strategy_from_mapping({"stages": [{"name": "a"}], key: bad})
