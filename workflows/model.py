@@ -190,6 +190,11 @@ class ClusterUpgradePlan:
     blocked: bool = False
     reasons: tuple[str, ...] = ()
     window: MaintenanceWindow | None = None
+    # The gates before each patch (``usage_gate``): "block" or "warn", the strategy's
+    # ``observedUsage`` and ``unsatisfiableDisruptionBudgets`` (``Rollout``), carried per cluster
+    # so a child needs nothing else; plans stored before these fields decode as "block".
+    on_observed_usage: str = "block"
+    on_disruption_blocker: str = "block"
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def metric(api: ApiRef, count: int, instance: str = "172.18.0.3:6443") -> ApiUsa
 
 def stored(api: ApiRef) -> ApiUsage:
     return ApiUsage(
-        api, "volumeattributesclasses", "managedFields", "", T0, T0, T0, None, 1, "gold"
+        api, "volumeattributesclasses", "managedFields", "1.35", T0, T0, T0, None, 1, "gold"
     )
 
 

@@ -312,6 +312,7 @@ class ClusterUpgrade:
                     step.from_version,
                     step.version,
                     observe_window_seconds=opts.timeouts.observe_window_seconds,
+                    on_observed_usage=self._plan.on_observed_usage,
                 ),
                 **_short_options(opts),
             )
@@ -367,7 +368,13 @@ class ClusterUpgrade:
             async with limit:
                 await workflow.execute_activity_method(
                     CalibrationActivities.patch_workers,
-                    PatchWorkersInput(step.step_id, ref, step.version, (pool,)),
+                    PatchWorkersInput(
+                        step.step_id,
+                        ref,
+                        step.version,
+                        (pool,),
+                        on_disruption_blocker=self._plan.on_disruption_blocker,
+                    ),
                     **_short_options(opts),
                 )
                 await workflow.execute_activity_method(

@@ -29,7 +29,7 @@ def metric(*counters: tuple[str, int], at: datetime = T0) -> ApiUsage:
 
 def stored(at: datetime = T0) -> ApiUsage:
     return ApiUsage(
-        API, "volumeattributesclasses", "managedFields", "", at, at, at, None, 2, "gold"
+        API, "volumeattributesclasses", "managedFields", "1.35", at, at, at, None, 2, "gold"
     )
 
 
@@ -78,25 +78,29 @@ def test_record_round_trip_keeps_counters() -> None:
     assert record_of({}, "Cluster x") == ()
 
 
+_GOOD = (
+    '"api": "storage.k8s.io/v1alpha1/VolumeAttributesClass", "resource": "volumeattributesclasses",'
+    ' "removedRelease": "1.35", "firstSeen": "2026-12-05T10:02:00Z",'
+    ' "lastSeen": "2026-12-05T10:02:00Z", "observedAt": "2026-12-05T10:02:00Z"'
+)
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
         ("{", "not JSON"),
         ('{"v": 2, "usage": []}', "unknown record version"),
         ('{"v": 1, "usage": [], "x": 1}', 'expected {"v": 1'),
-        ('{"v": 1, "usage": [{"api": "x"}]}', "missing field"),
-        ('{"v": 1, "usage": [{"api": "storage.k8s.io/v1alpha1/VolumeAttributesClass", "resource": "r",'
-         ' "source": "guess", "firstSeen": "2026-12-05T10:02:00Z", "lastSeen": "2026-12-05T10:02:00Z",'
-         ' "observedAt": "2026-12-05T10:02:00Z"}]}', "usage[0].source"),
-        ('{"v": 1, "usage": [{"api": "storage.k8s.io/v1alpha1/VolumeAttributesClass", "resource": "r",'
-         ' "source": "metric", "firstSeen": "yesterday", "lastSeen": "2026-12-05T10:02:00Z",'
-         ' "observedAt": "2026-12-05T10:02:00Z"}]}', "usage[0].firstSeen"),
-        ('{"v": 1, "usage": [{"api": "storage.k8s.io/v1alpha1/VolumeAttributesClass", "resource": "r",'
-         ' "source": "metric", "firstSeen": "2026-12-05T10:02:00Z", "lastSeen": "2026-12-05T10:02:00Z",'
-         ' "observedAt": "2026-12-05T10:02:00Z", "requests": -1}]}', "usage[0].requests"),
-        ('{"v": 1, "usage": [{"api": "storage.k8s.io/v1alpha1/VolumeAttributesClass", "resource": "r",'
-         ' "source": "metric", "firstSeen": "2026-12-05T10:02:00Z", "lastSeen": "2026-12-05T10:02:00Z",'
-         ' "observedAt": "2026-12-05T10:02:00Z", "typo": 1}]}', "unknown field 'typo'"),
+        ('{"v": 1, "usage": [{"api": "x"}]}', "usage[0].api"),
+        ('{"v": 1, "usage": [{' + _GOOD + ', "source": "guess"}]}', "usage[0].source"),
+        ('{"v": 1, "usage": [{' + _GOOD.replace("10:02:00Z", "later", 1) + ', "source": "metric"}]}',
+         "usage[0].firstSeen"),
+        ('{"v": 1, "usage": [{' + _GOOD + ', "source": "metric", "requests": -1}]}', "usage[0].requests"),
+        ('{"v": 1, "usage": [{' + _GOOD + ', "source": "metric", "typo": 1}]}', "typo"),
+        ('{"v": 1, "usage": [{' + _GOOD + ', "source": "metric", "counters": {"a:6443": -2}}]}',
+         "usage[0].counters.a:6443"),
+        ('{"v": 1, "usage": [{' + _GOOD + ', "source": "metric", "counters": [1]}]}',
+         "usage[0].counters"),
     ],
 )  # fmt: skip
 def test_bad_record_is_one_error_naming_the_field(text: str, error: str) -> None:
