@@ -1,6 +1,7 @@
 """Observed API usage and disruption blockers of ``KubeFleetBackend`` (issue 27).
 
-``read_usage`` looks at one workload cluster now (``orchestrator.kube.apiusage``: each
+``read_usage`` looks at one workload cluster now (``workload.observe_cluster``, which runs
+``orchestrator.kube.apiusage``: each
 control-plane instance's metrics, stored objects, PodDisruptionBudgets); ``record_usage`` folds a
 look into the record on the CAPI Cluster (``orchestrator.domain.observed_record``), written with
 the read object's resourceVersion and re-read on conflict, as the taints are. The record is why
@@ -19,7 +20,7 @@ from orchestrator.domain.observed_record import (
     encode_record,
     record_of,
 )
-from orchestrator.kube import apiusage, capi
+from orchestrator.kube import capi, workload
 from orchestrator.kube.backend.access import (
     CONFLICT_RETRIES,
     KubeAccess,
@@ -33,9 +34,9 @@ from orchestrator.kube.backend.port import (
     InvalidObjectError,
     UsageRead,
 )
-from orchestrator.kube.workload import failure_reason
 
-OBSERVE_TIMEOUT = 60.0  # seconds for one look at a workload cluster, every request included
+OBSERVE_TIMEOUT = 30.0  # one look at a workload cluster, every request included: the gate
+# reads twice (with its window between) inside one patch activity's 120 s
 
 
 class UsageObserver(KubeAccess):
@@ -44,15 +45,15 @@ class UsageObserver(KubeAccess):
     def _read_usage(self, ref: ClusterRef, now: datetime) -> UsageRead:
         ns = self._namespace_of(ref)
         try:
-            usage, blockers, partial = apiusage.observe_cluster(
+            usage, blockers, partial = workload.observe_cluster(
                 self._mgmt, ns, ref.name, now, OBSERVE_TIMEOUT
             )
-        except apiusage.UnreachableError as err:
+        except workload.WorkloadUnreachable as err:
             return UsageRead(partial=str(err))
         except Exception as err:
             if _status_code(err) in (401, 403):
                 raise
-            return UsageRead(partial=f"observing {ns}/{ref.name}: {failure_reason(err)}")
+            return UsageRead(partial=f"observing {ns}/{ref.name}: {workload.failure_reason(err)}")
         return UsageRead(tuple(usage), tuple(blockers), partial)
 
     def _record_usage(
