@@ -79,7 +79,7 @@ def patch(reads: list[UsageRead], input: Any, worker: bool = False) -> tuple[Any
         ),
         pytest.param([UsageRead((stored(VAC_ALPHA),))], 0.01, "1 stored", False, id="stored-object"),
         pytest.param([UsageRead((metric(VAC_BETA, 40),))], 0.0, None, True, id="removed-later"),
-        pytest.param([UsageRead(partial="172.18.0.4:6443: no answer in time")], 0.0, "incomplete", False, id="partial"),
+        pytest.param([UsageRead(partial="172.18.0.4:6443: no answer in time")], 0.0, None, True, id="partial-warns"),
     ],
 )  # fmt: skip
 def test_control_plane_gate(
@@ -137,3 +137,11 @@ def test_a_stuck_drain_refuses_the_control_plane_step_too() -> None:
     fleet, result = patch([UsageRead(blockers=(blocker,))], step())
     assert isinstance(result, ApplicationError) and result.type == STEP_BLOCKED
     assert "shop/web allows no eviction" in str(result) and not fleet.patches
+
+
+def test_an_incomplete_look_is_a_warning_naming_what_was_not_seen() -> None:
+    _, result = patch([UsageRead(partial="GET /metrics: API server answered 404")], step())
+    assert result.applied == ("controlPlane",)
+    assert result.warnings == (
+        "observation of a is incomplete: GET /metrics: API server answered 404",
+    )

@@ -17,9 +17,12 @@ gates look at the cluster itself, just before the patch that would break it:
   allow no eviction; draining a node that runs their pods would wait until the rollout's
   timeout.
 
-A look that is partial (an apiserver instance that did not answer) blocks like a finding: it is
-never taken for a clean one. In ``warn`` mode (the strategy's choice) the same text is returned
-as warnings and the step goes on.
+The gates act on what was seen, as ``calibrator plan`` does: a look that is partial (an apiserver
+instance that did not answer, an apiserver that serves no /metrics) is returned as a warning that
+names what could not be seen, never taken for a clean look and never a block by itself
+(``calibrator check`` answers such a cluster as partial, exit 1). In ``warn`` mode (the
+strategy's choice) the findings too are returned as warnings and the step goes on. The child
+shows the warnings on its step.
 """
 
 from __future__ import annotations
@@ -96,9 +99,11 @@ async def control_plane_gate(
     # A stuck drain is refused here too, before the cluster's first step: a control plane moved
     # to the new minor with workers that can never follow is the half-upgrade to avoid.
     problems += [b.describe() for b in read.blockers]
-    if read.partial:
-        problems.append(f"observation of {cluster.name} is incomplete: {read.partial}")
-    return _refuse(problems, mode) + tuple(quiet)
+    return _refuse(problems, mode) + tuple(quiet) + _incomplete(cluster, read.partial)
+
+
+def _incomplete(cluster: ClusterRef, partial: str) -> tuple[str, ...]:
+    return (f"observation of {cluster.name} is incomplete: {partial}",) if partial else ()
 
 
 async def drain_gate(
@@ -107,9 +112,7 @@ async def drain_gate(
     """Refuse a worker step (STEP_BLOCKED) while a PDB allows no eviction; the warnings."""
     read = await backend.read_usage(cluster, datetime.now(UTC))
     problems = [b.describe() for b in read.blockers]
-    if read.partial:
-        problems.append(f"observation of {cluster.name} is incomplete: {read.partial}")
-    return _refuse(problems, mode)
+    return _refuse(problems, mode) + _incomplete(cluster, read.partial)
 
 
 async def observed_after_step(
@@ -124,6 +127,4 @@ async def observed_after_step(
         for u in merged
         if (record := lifecycle(u.api)) is not None and record.removed_in <= version.minor_key
     ]
-    if read.partial:
-        out.append(f"observation of {cluster.name} is incomplete: {read.partial}")
-    return tuple(out)
+    return tuple(out) + _incomplete(cluster, read.partial)

@@ -304,7 +304,7 @@ class ClusterUpgrade:
         # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
         self._set(touched=True)
         if step.component == "controlPlane":
-            await workflow.execute_activity_method(
+            patched = await workflow.execute_activity_method(
                 CalibrationActivities.patch_control_plane,
                 PatchControlPlaneInput(
                     step.step_id,
@@ -316,6 +316,7 @@ class ClusterUpgrade:
                 ),
                 **_short_options(opts),
             )
+            self._warn(step.index, patched.warnings)
             self._step(step.index, activity="wait")
             await workflow.execute_activity_method(
                 CalibrationActivities.wait_control_plane,
@@ -340,6 +341,7 @@ class ClusterUpgrade:
             CheckInput(step.step_id, ref, step.version),
             **_short_options(opts),
         )
+        self._warn(step.index, checked.observed)
         if checked.findings:
             raise _StepFailed(
                 "compatibility check failed: "
@@ -366,7 +368,7 @@ class ClusterUpgrade:
 
         async def roll(pool: PoolVersion) -> None:
             async with limit:
-                await workflow.execute_activity_method(
+                patched = await workflow.execute_activity_method(
                     CalibrationActivities.patch_workers,
                     PatchWorkersInput(
                         step.step_id,
@@ -377,6 +379,7 @@ class ClusterUpgrade:
                     ),
                     **_short_options(opts),
                 )
+                self._warn(step.index, patched.warnings)
                 await workflow.execute_activity_method(
                     CalibrationActivities.wait_workers,
                     WaitWorkersInput(
@@ -518,6 +521,12 @@ class ClusterUpgrade:
     def _set(self, **changes: Any) -> None:
         self._progress = replace(self._progress, **changes)
         workflow.set_current_details(self._details())
+
+    def _warn(self, index: int, warnings: tuple[str, ...]) -> None:
+        """Show what a gate or a re-check saw but did not stop on (``usage_gate``) on the step."""
+        if warnings:
+            text = "; ".join(warnings)
+            self._step(index, message=text if len(text) <= 1000 else text[:999] + "…")
 
     def _step(self, index: int, **changes: Any) -> None:
         steps = list(self._progress.steps)
