@@ -5,33 +5,43 @@ no secret is written to disk by us or travels in a workflow payload. Reads retur
 simulated workload API servers (CAPD in-memory) serve sparse objects that typed models reject.
 
 ``probe`` is what a live inventory learns from one workload cluster: the group/versions its API
-server serves (discovery: ``/api`` and ``/apis``, what ``kubectl api-versions`` prints) and its
-Nodes' readiness and kubelet versions. It never raises for an unreachable cluster: it says why
-(no secret, no permission, no answer in time, an error status), so callers can report every
-cluster either way. Every request of a probe shares one deadline, and the client retries nothing,
-so one probe takes at most about ``timeout`` seconds.
+server serves (discovery: ``/api`` and ``/apis``, what ``kubectl api-versions`` prints), its
+Nodes' readiness and kubelet versions, and what the cluster is seen doing (deprecated APIs in
+use, PodDisruptionBudgets that block drains: ``apiusage``). It never raises for an unreachable
+cluster: it says why (no secret, no permission, no answer in time, an error status), so callers
+can report every cluster either way. Every request of a probe shares one deadline, and the
+client retries nothing, so one probe takes at most about ``timeout`` seconds.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import time
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import yaml
 from kubernetes import client, config
 
 from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.kube import bounded
+from orchestrator.kube.apiusage import Observation, observe
+from orchestrator.kube.bounded import Deadline, get_json, no_retry_client
 from orchestrator.kube.client import DEFAULT_REQUESTS, RequestPolicy, harden
 
-PROBE_TIMEOUT = 10.0  # seconds per workload cluster, every request included
+# Seconds per workload cluster, every request included. 10 s were enough to read discovery
+# and Nodes (REACH_TIMEOUT, still their bound); observing the cluster (apiusage: every
+# apiserver's /metrics of a few MB, discovery per deprecated group/version, paginated LISTs of
+# PDBs and of the catalog's kinds) needs more on a busy cluster, so the probe may take 30 s.
+REACH_TIMEOUT = 10.0
+PROBE_TIMEOUT = 30.0
+OBSERVE_TIMEOUT = 30.0
 # The worker's workload-cluster client: an unreachable workload cluster is an observation, not a
 # fault to ride out, so it is tried twice, 15 s each (the next poll asks again).
 WORKLOAD_REQUESTS = RequestPolicy(timeout=15.0, attempts=2)
 NODE_PAGE = 500
-REASON_LIMIT = 300
+failure_reason = bounded.failure_reason  # moved to bounded; the CLI still asks this module
 
 
 def kubeconfig_for(
@@ -101,40 +111,10 @@ def kube_proxy_image(api: client.ApiClient) -> str:
 # ------------------------------------------------------------------------------------ probe
 
 
-class _Deadline:
-    """Seconds left for the requests of one probe; TimeoutError once none are."""
-
-    def __init__(self, timeout: float) -> None:
-        self._end = time.monotonic() + timeout
-
-    def left(self) -> float:
-        remaining = self._end - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("no answer in time")
-        return remaining
-
-
-def _get(api: client.ApiClient, path: str, deadline: _Deadline, **query: Any) -> dict[str, Any]:
-    """GET ``path`` as raw JSON (discovery paths have no generated method without a slash)."""
-    request = api.param_serialize(
-        "GET",
-        path,
-        query_params=[(k, v) for k, v in query.items() if v is not None],
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-    )
-    resp: Any = api.call_api(*request, _request_timeout=deadline.left())
-    resp.read()
-    if not 200 <= resp.status <= 299:
-        raise client.ApiException(status=resp.status, reason=resp.reason)
-    loaded: dict[str, Any] = json.loads(resp.data)
-    return loaded
-
-
-def api_versions(api: client.ApiClient, deadline: _Deadline) -> tuple[str, ...]:
+def api_versions(api: client.ApiClient, deadline: Deadline) -> tuple[str, ...]:
     """Served group/versions, sorted (``v1`` for the core group)."""
-    core = _get(api, "/api", deadline).get("versions") or []
-    groups = _get(api, "/apis", deadline).get("groups") or []
+    core = get_json(api, "/api", deadline).get("versions") or []
+    groups = get_json(api, "/apis", deadline).get("groups") or []
     served = {str(v) for v in core}
     served |= {
         str(v["groupVersion"])
@@ -145,12 +125,12 @@ def api_versions(api: client.ApiClient, deadline: _Deadline) -> tuple[str, ...]:
     return tuple(sorted(served))
 
 
-def node_list(api: client.ApiClient, deadline: _Deadline) -> list[dict[str, Any]]:
+def node_list(api: client.ApiClient, deadline: Deadline) -> list[dict[str, Any]]:
     """Every Node, in pages."""
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
-        page = _get(api, "/api/v1/nodes", deadline, limit=NODE_PAGE, **{"continue": token})
+        page = get_json(api, "/api/v1/nodes", deadline, {"limit": NODE_PAGE, "continue": token})
         items += page.get("items") or []
         token = (page.get("metadata") or {}).get("continue") or None
         if not token:
@@ -164,63 +144,100 @@ def node_summary(items: list[dict[str, Any]]) -> tuple[int, int, tuple[tuple[str
     return len(items), ready, tuple(sorted(kubelets.items()))
 
 
-def _clip(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= REASON_LIMIT else line[: REASON_LIMIT - 1] + "…"
+class WorkloadUnreachable(Exception):
+    """The workload cluster cannot be asked: the message says why (secret, permission, answer)."""
 
 
-def failure_reason(err: BaseException) -> str:
-    """Why a request failed, in a few words (no credentials: only status, host, error kind)."""
-    status = getattr(err, "status", None)
-    if isinstance(status, int) and status:
-        return f"API server answered {status} {getattr(err, 'reason', '') or ''}".strip()
-    if isinstance(err, TimeoutError):
-        return str(err) or "no answer in time"
-    cause = getattr(err, "reason", None)  # urllib3's MaxRetryError wraps the real error
-    text = str(cause or err) or type(err).__name__
-    if text.startswith("HTTP") and "): " in text:  # "HTTPSConnection(host=..., port=...): why"
-        text = text.split("): ", 1)[1]
-    return _clip(text)
-
-
-def _client(kubeconfig: dict[str, Any]) -> client.ApiClient:
-    """A client that does not retry: the probe's deadline, not urllib3, bounds its time."""
-    cfg = client.Configuration()
-    config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    cfg.retries = False
-    return client.ApiClient(cfg)
-
-
-def probe(
-    mgmt: client.ApiClient, namespace: str, cluster: str, timeout: float = PROBE_TIMEOUT
-) -> WorkloadClusterStatus:
-    """What the workload cluster reports through its kubeconfig secret, or why it cannot."""
-    deadline = _Deadline(timeout)
+def _open(
+    mgmt: client.ApiClient, namespace: str, cluster: str, deadline: Deadline
+) -> tuple[dict[str, Any], client.ApiClient]:
+    """(The kubeconfig, a no-retry client of the cluster), or WorkloadUnreachable saying why."""
     secret = f"Secret {namespace}/{cluster}-kubeconfig"
     try:
         kubeconfig = kubeconfig_for(mgmt, namespace, cluster, timeout=deadline.left())
     except client.ApiException as err:
         if err.status == 404:
-            return WorkloadClusterStatus(False, f"no kubeconfig: {secret} not found")
+            raise WorkloadUnreachable(f"no kubeconfig: {secret} not found") from err
         if err.status == 403:
-            return WorkloadClusterStatus(False, f"not allowed to read {secret}")
-        return WorkloadClusterStatus(False, f"reading {secret}: {failure_reason(err)}")
-    except (KeyError, ValueError, TypeError, yaml.YAMLError):
-        return WorkloadClusterStatus(False, f"{secret} holds no kubeconfig under data.value")
+            raise WorkloadUnreachable(f"not allowed to read {secret}") from err
+        raise WorkloadUnreachable(f"reading {secret}: {failure_reason(err)}") from err
+    except (KeyError, ValueError, TypeError, yaml.YAMLError) as err:
+        raise WorkloadUnreachable(f"{secret} holds no kubeconfig under data.value") from err
     except Exception as err:
-        return WorkloadClusterStatus(False, f"reading {secret}: {failure_reason(err)}")
+        raise WorkloadUnreachable(f"reading {secret}: {failure_reason(err)}") from err
     try:
-        api = _client(kubeconfig)
+        return kubeconfig, no_retry_client(kubeconfig)
     except Exception as err:
-        return WorkloadClusterStatus(
-            False, f"unusable kubeconfig in {secret}: {failure_reason(err)}"
-        )
+        raise WorkloadUnreachable(
+            f"unusable kubeconfig in {secret}: {failure_reason(err)}"
+        ) from err
+
+
+def probe(
+    mgmt: client.ApiClient,
+    namespace: str,
+    cluster: str,
+    timeout: float = PROBE_TIMEOUT,
+    now: datetime | None = None,
+) -> WorkloadClusterStatus:
+    """What the workload cluster reports through its kubeconfig secret, or why it cannot.
+
+    Reaching it (the secret, discovery, Nodes) has ``REACH_TIMEOUT`` of the ``timeout``, as the
+    probe had before it observed anything, so an unreachable cluster costs no more than it did;
+    the observation (``apiusage.observe``: every apiserver's ``/metrics``, the PDB and catalog
+    kind LISTs) gets the rest, and what it could not finish is named in
+    ``observation_partial``. ``now`` (default: the clock) stamps the observed usage.
+    """
+    deadline = Deadline(timeout)
+    reach = Deadline(min(timeout, REACH_TIMEOUT))
+    try:
+        kubeconfig, api = _open(mgmt, namespace, cluster, reach)
+    except WorkloadUnreachable as err:
+        return WorkloadClusterStatus(False, str(err))
     where = api.configuration.host
     try:
-        versions = api_versions(api, deadline)
-        total, ready, kubelets = node_summary(node_list(api, deadline))
+        versions = api_versions(api, reach)
+        total, ready, kubelets = node_summary(node_list(api, reach))
+        seen = observe(api, kubeconfig, deadline, now or datetime.now(UTC), versions)
     except Exception as err:
         return WorkloadClusterStatus(False, f"{where}: {failure_reason(err)}")
     finally:
         api.close()  # type: ignore[no-untyped-call]
-    return WorkloadClusterStatus(True, "", versions, total, ready, kubelets)
+    return WorkloadClusterStatus(
+        True,
+        "",
+        versions,
+        total,
+        ready,
+        kubelets,
+        api_usage=seen.api_usage,
+        disruption_blockers=seen.disruption_blockers,
+        observation_partial=seen.observation_partial,
+    )
+
+
+def observe_cluster(
+    mgmt: client.ApiClient,
+    namespace: str,
+    cluster: str,
+    now: datetime,
+    timeout: float = OBSERVE_TIMEOUT,
+) -> Observation:
+    """(api_usage, disruption_blockers, observation_partial) of one workload cluster at ``now``.
+
+    For the worker's activity that records observations before each step. Raises
+    ``WorkloadUnreachable`` (the message names the secret or the server and why) when the
+    cluster cannot be asked at all; an apiserver instance, a LIST or the deadline failing later
+    only makes ``observation_partial`` say so (``apiusage.observe``).
+    """
+    deadline = Deadline(timeout)
+    kubeconfig, api = _open(mgmt, namespace, cluster, deadline)
+    try:
+        try:
+            versions = api_versions(api, deadline)
+        except Exception as err:
+            where = api.configuration.host
+            raise WorkloadUnreachable(f"{where}: {failure_reason(err)}") from err
+        return observe(api, kubeconfig, deadline, now, versions)
+    finally:
+        api.close()  # type: ignore[no-untyped-call]

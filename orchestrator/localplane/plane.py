@@ -399,6 +399,12 @@ class LocalPlane:
                         f"--cert-dir={self.pki_dir / 'apiserver-generated'}",
                         "--max-requests-inflight=800",
                         "--max-mutating-requests-inflight=400",
+                        # A deprecated API that is off by default, served so that the
+                        # observation of deprecated-API use (kube/apiusage.py) can be tested on
+                        # a real apiserver: VolumeAttributesClass at storage.k8s.io/v1beta1,
+                        # deprecated in 1.34 and removed in 1.37 (the catalog's row). Nothing
+                        # else of the plane uses it; the group's other v1beta1 kinds are gone.
+                        "--runtime-config=storage.k8s.io/v1beta1=true",
                     ],
                     self.logs / "kube-apiserver.log",
                     f"{api_url}/readyz",

@@ -68,8 +68,15 @@ def test_sigterm_inside_asyncio_run_cancels_the_main_task_and_exits_143() -> Non
 
 
 def test_ctrl_c_stays_ctrl_c() -> None:
-    with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():
-        signal.raise_signal(signal.SIGINT)
+    # Ctrl-C's own handler, whatever this process inherited: a process started in the background
+    # by a non-interactive shell (CI scripts, `cmd &`) starts with SIGINT ignored, and Python
+    # then installs no handler of its own, so the signal alone would prove nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_dev_server_that_cannot_start_is_one_error_line(tmp_path: Path) -> None:
