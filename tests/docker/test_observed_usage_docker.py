@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -219,7 +220,8 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
 
     began = time.monotonic()
     plane = LocalPlane(tmp_path / "plane")
-    docker_dir = Path(os.environ.get("CALIBRATOR_DOCKER_DIR") or tmp_path / "docker")
+    # A short path of its own when CI names none: dockerd's unix sockets live below it.
+    docker_dir = Path(os.environ.get("CALIBRATOR_DOCKER_DIR") or tempfile.mkdtemp(prefix="fc-obs-"))
     times: dict[str, float] = {}
     try:
         dockerenv.up(
