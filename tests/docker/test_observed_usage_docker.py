@@ -29,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from kubernetes import client
@@ -126,7 +127,7 @@ def node_container(engine: DockerEngine, cluster: str) -> str:
     filters = json.dumps(
         {"label": [f"io.x-k8s.kind.cluster={cluster}", "io.x-k8s.kind.role=control-plane"]}
     )
-    code, body = api(engine.socket, "GET", f"/containers/json?filters={filters}", 30)
+    code, body = api(engine.socket, "GET", f"/containers/json?filters={quote(filters)}", 30)
     assert code == 200 and isinstance(body, list) and len(body) == 1, (code, body)
     return str(body[0]["Id"])
 
