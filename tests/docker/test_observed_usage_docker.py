@@ -215,6 +215,12 @@ def by_name(progress: CalibrationProgress) -> dict[str, Any]:
     return {c.name: c for c in progress.clusters}
 
 
+def state(progress: CalibrationProgress, name: str) -> ClusterState | None:
+    """The cluster's state, None while the run has not listed it yet (planning)."""
+    found = by_name(progress).get(name)
+    return None if found is None else found.state
+
+
 @pytest.mark.timeout(3600)
 def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
     from temporalio.testing import WorkflowEnvironment
@@ -271,8 +277,8 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
                         handle.id,
                         "obs-b upgraded and obs-a refused",
                         lambda p: (
-                            (c := by_name(p))[CLEAN].state == ClusterState.SUCCEEDED
-                            and c[BLOCKED].state == ClusterState.WAITING_FOR_DECISION
+                            state(p, CLEAN) == ClusterState.SUCCEEDED
+                            and state(p, BLOCKED) == ClusterState.WAITING_FOR_DECISION
                         ),
                         RUN_TIMEOUT,
                     )
@@ -336,10 +342,8 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
                         lambda p: (
                             p.phase in (Phase.COMPLETED, Phase.FAILED, Phase.ABORTED)
                             or (
-                                (a := by_name(p)[BLOCKED]).state
-                                == ClusterState.WAITING_FOR_DECISION
-                                and bool(a.steps)
-                                and a.steps[0].attempts >= 2
+                                state(p, BLOCKED) == ClusterState.WAITING_FOR_DECISION
+                                and by_name(p)[BLOCKED].steps[0].attempts >= 2
                             )
                         ),
                         RUN_TIMEOUT,
