@@ -69,7 +69,8 @@ class UsageObserver(KubeAccess):
                     f"{err} (delete the annotation to start a new record)"
                 ) from None
             merged = merge_usage(recorded, fresh, now)
-            text = encode_record(merged)
+            # A clean cluster keeps no record (and costs no PATCH); an emptied one loses it.
+            text = encode_record(merged) if merged else None
             if text == _annotations(cluster).get(OBSERVED_ANNOTATION):
                 return merged
             body = {
