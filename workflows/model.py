@@ -126,6 +126,9 @@ class Timeouts:
     heartbeat_seconds: float = 60.0
     poll_seconds: float = 10.0
     placement_seconds: float = 900.0
+    # Before a control-plane step that removes an API whose requests were counted: how long the
+    # apiservers are watched for new requests (``workflows.activities.usage_gate``).
+    observe_window_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,11 @@ class ClusterUpgradePlan:
     blocked: bool = False
     reasons: tuple[str, ...] = ()
     window: MaintenanceWindow | None = None
+    # The gates before each patch (``usage_gate``): "block" or "warn", the strategy's
+    # ``observedUsage`` and ``unsatisfiableDisruptionBudgets`` (``Rollout``), carried per cluster
+    # so a child needs nothing else; plans stored before these fields decode as "block".
+    on_observed_usage: str = "block"
+    on_disruption_blocker: str = "block"
 
 
 @dataclass(frozen=True)
@@ -439,6 +447,10 @@ class PatchControlPlaneInput:
     cluster: ClusterRef
     from_version: str
     to_version: str
+    # The gate before the patch (``usage_gate.control_plane_gate``); histories recorded before
+    # it existed decode with a 0-second window and the blocking mode.
+    observe_window_seconds: float = 0.0
+    on_observed_usage: str = "block"
 
 
 @dataclass(frozen=True)
@@ -449,6 +461,7 @@ class PatchWorkersInput:
     cluster: ClusterRef
     to_version: str
     pools: tuple[PoolVersion, ...]
+    on_disruption_blocker: str = "block"  # the gate before the patch (``usage_gate.drain_gate``)
 
 
 @dataclass(frozen=True)
@@ -457,6 +470,7 @@ class PatchResult:
 
     applied: tuple[str, ...] = ()
     already: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # what the gate before the patch found in warn mode
 
 
 @dataclass(frozen=True)
@@ -552,9 +566,15 @@ class FindingInfo:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Findings (empty = compatible)."""
+    """Findings (empty = compatible); ``observed``: what the cluster itself was seen using.
+
+    ``observed`` lines never fail the step (the API is already gone at this version: what they
+    name is already broken, and the gate before the patch was the place to stop); they keep the
+    record on the Cluster current and tell the operator.
+    """
 
     findings: tuple[FindingInfo, ...] = ()
+    observed: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------

@@ -193,6 +193,11 @@ class Rollout:
     unassigned: tuple[str, ...] = ()
     windows: Mapping[str, MaintenanceWindow] = field(default_factory=dict)
     max_failures: int = 0
+    # What the gates before each patch do with what they observe (the strategy's
+    # ``observedUsage`` and ``unsatisfiableDisruptionBudgets``): the run's copy of the choice
+    # the preview made its verdicts with.
+    observed_usage: FindingAction = "block"
+    unsatisfiable_disruption_budgets: FindingAction = "block"
 
     def waves(self) -> list[list[str]]:
         """Flat list of waves, canary first: the ``waves`` field of the plan JSON."""
@@ -260,7 +265,14 @@ def build_rollout(clusters: Iterable[Cluster], strategy: Strategy = DEFAULT_STRA
         window = strategy.window_for(cluster)
         if window is not None:
             windows[cluster.name] = window
-    return Rollout(tuple(stages), tuple(c.name for c in pending), windows, strategy.max_failures)
+    return Rollout(
+        tuple(stages),
+        tuple(c.name for c in pending),
+        windows,
+        strategy.max_failures,
+        strategy.observed_usage,
+        strategy.unsatisfiable_disruption_budgets,
+    )
 
 
 # ------------------------------------------------------------------------------------------

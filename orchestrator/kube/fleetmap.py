@@ -35,11 +35,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.location import cluster_location
+from orchestrator.domain.observed import merge_usage
+from orchestrator.domain.observed_record import ObservedRecordError, record_of
 from orchestrator.domain.snapshot import API_VERSION, KIND, FleetSnapshot, WorkloadClusterStatus
 from orchestrator.domain.snapshot_load import cluster_from_mapping, snapshot_from_mapping
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
@@ -326,6 +329,37 @@ def name_workload(message: str, workloads: Sequence[Mapping[str, Any]]) -> str |
 
 
 # ------------------------------------------------------------------------------------ snapshot
+
+
+def with_records(
+    observed: Mapping[str, WorkloadClusterStatus],
+    clusters: Sequence[Mapping[str, Any]],
+    now: datetime,
+) -> dict[str, WorkloadClusterStatus]:
+    """Each probed cluster's fresh usage folded into the record its Cluster object keeps.
+
+    The worker writes the record before each control-plane step (``usage_gate``); folding it in
+    here is what keeps requests counted by an apiserver that a rollout has since replaced in
+    ``check``'s answer after the step. Nothing is written back: reading the fleet changes
+    nothing. An unreadable record makes that cluster's observation partial, with the error.
+    """
+    out = dict(observed)
+    for obj in clusters:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        status = out.get(name)
+        if status is None or not status.reachable:
+            continue
+        where = f"Cluster {meta.get('namespace')}/{name}"
+        try:
+            recorded = record_of(meta.get("annotations"), where)
+        except ObservedRecordError as err:
+            partial = "; ".join(p for p in (status.observation_partial, str(err)) if p)
+            out[name] = replace(status, observation_partial=short(partial))
+            continue
+        if recorded:
+            out[name] = replace(status, api_usage=merge_usage(recorded, status.api_usage, now))
+    return out
 
 
 def snapshot_document(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -31,6 +32,7 @@ from orchestrator.kube.fleetmap import (
     InventoryError,
     fleet_snapshot,
     map_clusters,
+    with_records,
 )
 
 PROBE_CONCURRENCY = 16
@@ -106,7 +108,11 @@ def read_fleet(
         dyn, namespace, require_workloads=require_workloads, page_size=page_size
     )
     fleet = map_clusters(objects)
-    observed = probe_all(fleet, probe, concurrency) if probe is not None else None
+    observed = None
+    if probe is not None:
+        observed = with_records(
+            probe_all(fleet, probe, concurrency), objects.clusters, datetime.now(UTC)
+        )
     snapshot, fleet = fleet_snapshot(fleet, objects.fleet_workloads, observed)
     return Inventory(
         snapshot=snapshot,

@@ -10,6 +10,10 @@ Knobs for failure tests: ``hold`` (a cluster's rollouts stop progressing until `
 ``fail_times`` (transient errors on a backend call), ``wrong_kubelet`` (verification mismatch),
 ``before_write`` (runs once at the start of the next placement write: a concurrent writer).
 
+Observed usage: ``usage_reads`` lists what ``read_usage`` returns per cluster, one per call, the
+last one repeated (default: a clean, complete read); ``record_usage`` folds reads into ``usage_records`` with the domain's merge, as
+the kube backend does on the Cluster.
+
 Placement writes behave like the kube backend's: each workload has a version that every write
 bumps, a decision carrying an older version is a conflict (not written), and a decision equal to
 the stored one is not written; ``placement_writes`` lists every write. Blobs live in a dict.
@@ -21,7 +25,9 @@ import hashlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
+from orchestrator.domain.observed import ApiUsage, merge_usage
 from orchestrator.domain.snapshot import (
     Cluster,
     ControlPlaneState,
@@ -41,6 +47,7 @@ from orchestrator.kube.backend.port import (
     PlacementWrite,
     Progress,
     TaintInfo,
+    UsageRead,
 )
 
 
@@ -115,6 +122,9 @@ class InMemoryFleet:
         self.max_upgrading = 0
         self.max_pools_rolling = 0
         self.observations = 0
+        self.usage_reads: dict[str, list[UsageRead]] = {}
+        self.usage_records: dict[str, tuple[ApiUsage, ...]] = {}
+        self.usage_looks: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ test controls
 
@@ -356,6 +366,22 @@ class InMemoryFleet:
             )
         )
         return PlacementWrite(tuple(written), tuple(conflicts))
+
+    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
+        """The next of ``usage_reads`` for the cluster (a clean read by default)."""
+        self._get(cluster.name)
+        self.usage_looks[cluster.name] += 1
+        reads = self.usage_reads.get(cluster.name) or [UsageRead()]
+        return reads.pop(0) if len(reads) > 1 else reads[0]
+
+    async def record_usage(
+        self, cluster: ClusterRef, fresh: Sequence[ApiUsage], now: datetime
+    ) -> tuple[ApiUsage, ...]:
+        """Fold ``fresh`` into the cluster's record, as the kube backend does on the Cluster."""
+        self._get(cluster.name)
+        merged = merge_usage(self.usage_records.get(cluster.name, ()), fresh, now)
+        self.usage_records[cluster.name] = merged
+        return merged
 
     async def put_blob(self, digest: str, data: bytes) -> None:
         """Keep the bytes; the key must be their SHA-256 (content addressing)."""

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
+from orchestrator.domain.observed import ApiUsage
+from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.kube.backend.port import UsageRead
 from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory, strategy
 from workflows import client as control
 from workflows.client import ControlError, validate_input
@@ -209,5 +213,33 @@ def test_placement_moves_a_workload_off_before_the_step_that_would_break_it(
         assert fleet.events_of("spare") == []
         with pytest.raises(KeyError):  # not selected, so not part of the calibration
             result.cluster("spare")
+
+    harness.run(fleet, body)
+
+
+def test_a_step_its_gate_refused_waits_untouched_and_skip_untaints(harness: Harness) -> None:
+    fleet = in_memory(cluster("used", "v1.34.12"), versions=("v1.34.12", "v1.35.8"))
+    now = datetime(2026, 12, 5, 10, 2, tzinfo=UTC)
+    api = ApiRef("storage.k8s.io", "v1alpha1", "VolumeAttributesClass")
+    usage = ApiUsage(api, "volumeattributesclasses", "metric", "1.35", now, now, now, 40, 0,
+                     "172.18.0.3:6443", (("172.18.0.3:6443", 40),))  # fmt: skip
+    fleet.usage_reads["used"] = [UsageRead((usage,))]
+    no_window = replace(FAST, timeouts=replace(FAST.timeouts, observe_window_seconds=0))
+
+    async def body(c: Calibration) -> None:
+        handle = await c.start("v1.35.8", strategy=ONE_AT_A_TIME, options=no_window)
+        waiting = await c.wait_for(
+            handle.id,
+            "used waiting",
+            lambda p: p.cluster("used").state == ClusterState.WAITING_FOR_DECISION,
+        )
+        used = waiting.cluster("used")
+        assert "StepBlocked" in used.message and "observed: 40 requests" in used.message
+        assert used.tainted and not used.touched  # refused before its patch: nothing moved
+        assert fleet.events_of("used", "patch") == []
+        await control.skip(c.client, handle.id, "used", "client owner contacted")
+        result = await handle.result()
+        assert result.cluster("used").state == ClusterState.SKIPPED
+        assert not fleet.has_upgrading_taint("used")  # untouched, so it takes work again
 
     harness.run(fleet, body)

@@ -7,10 +7,12 @@ deliberate errors into one non-retryable type each (``classify``); anything else
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
+from datetime import datetime
 from typing import NoReturn, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.observed import ApiUsage
 from orchestrator.domain.taints import Effect, Taint
 from orchestrator.kube.backend.port import (
     BackendError,
@@ -24,6 +26,7 @@ from orchestrator.kube.backend.port import (
     PlacementDecisionInfo,
     PlacementWrite,
     Progress,
+    UsageRead,
     VersionChangedError,
 )
 
@@ -36,6 +39,10 @@ VERSION_CONFLICT = "VersionConflict"
 ROLLOUT_FAILED = "RolloutFailed"
 NOT_ALLOWED = "NotAllowed"  # the worker's role lacks a permission (403)
 PLACEMENT_CONFLICT = "PlacementConflict"  # retryable: other placements kept winning
+# A step refused before its patch: an API removed at the step's version is still in use, or a
+# PodDisruptionBudget would keep the drain from ever finishing (issue 27). The operator decides.
+# Raised non-retryable itself, so the retry policies recorded in histories stay as they were.
+STEP_BLOCKED = "StepBlocked"
 
 NON_RETRYABLE_ERRORS = (INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, ROLLOUT_FAILED, NOT_ALLOWED)
 
@@ -109,6 +116,14 @@ class _ClassifiedBackend:
         progress: Progress | None = None,
     ) -> PlacementWrite:
         return await self._run(self._backend.write_placement(decisions, reason, progress))
+
+    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
+        return await self._run(self._backend.read_usage(cluster, now))
+
+    async def record_usage(
+        self, cluster: ClusterRef, fresh: Sequence[ApiUsage], now: datetime
+    ) -> tuple[ApiUsage, ...]:
+        return await self._run(self._backend.record_usage(cluster, fresh, now))
 
     async def put_blob(self, digest: str, data: bytes) -> None:
         await self._run(self._backend.put_blob(digest, data))

@@ -83,6 +83,8 @@ def fleet_plan(
             blocked=cplan.blocked,
             reasons=cplan.reasons,
             window=plan.window_for(cplan.cluster),
+            on_observed_usage=plan.rollout.observed_usage,
+            on_disruption_blocker=plan.rollout.unsatisfiable_disruption_budgets,
         )
         for cplan in plan.clusters
     )

@@ -12,6 +12,7 @@ from orchestrator.domain.versions import KubeVersion
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import _invalid
 from workflows.activities.plan_payload import encode_scope
+from workflows.activities.usage_gate import observed_after_step
 from workflows.model import (
     SAMPLE_LIMIT,
     CalibrationGroup,
@@ -84,7 +85,11 @@ class PolicyActivities(ActivitiesBase):
 
     @activity.defn(name="check_compat")
     async def check_compat(self, input: CheckInput) -> CheckResult:
-        """Workloads still placed on the cluster that use an API the version no longer serves."""
+        """Workloads still placed on the cluster that use an API the version no longer serves.
+
+        The cluster itself is looked at again too (``usage_gate.observed_after_step``): the
+        look is recorded on the Cluster, and what it saw of removed APIs is reported.
+        """
         try:
             inv = await self._backend.inventory((input.cluster.name,))
             cluster = inv.snapshot.cluster(input.cluster.name)
@@ -93,6 +98,8 @@ class PolicyActivities(ActivitiesBase):
             _invalid(str(err))
         here = [w for w in inv.snapshot.workloads if cluster.name in w.placement.clusters]
         findings = cluster_findings(cluster, (version,), here)
+        observed = await observed_after_step(self._backend, input.cluster, version)
         return CheckResult(
-            tuple(FindingInfo(f.workload, f.api, f.removed_in, f.replacement) for f in findings)
+            tuple(FindingInfo(f.workload, f.api, f.removed_in, f.replacement) for f in findings),
+            observed,
         )

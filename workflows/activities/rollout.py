@@ -13,6 +13,7 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube.backend.port import ComponentObservation
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import NOT_FOUND, ROLLOUT_FAILED, VERSION_CONFLICT, _invalid
+from workflows.activities.usage_gate import control_plane_gate, drain_gate
 from workflows.model import (
     PatchControlPlaneInput,
     PatchResult,
@@ -101,7 +102,11 @@ class RolloutActivities(ActivitiesBase):
 
     @activity.defn(name="patch_control_plane")
     async def patch_control_plane(self, input: PatchControlPlaneInput) -> PatchResult:
-        """Declare the control plane's next version, unless this step already did."""
+        """Declare the control plane's next version, unless this step already did.
+
+        Before the patch, the gate refuses the step while an API it removes is still in use
+        (``usage_gate``); a step already applied is not gated again.
+        """
         obs = await self._observe(input.cluster)
         declared = obs.control_plane.version
         if _same_version(declared, input.to_version):
@@ -113,10 +118,18 @@ class RolloutActivities(ActivitiesBase):
                 type=VERSION_CONFLICT,
                 non_retryable=True,
             )
+        warnings = await control_plane_gate(
+            self._backend,
+            input.cluster,
+            input.from_version,
+            input.to_version,
+            window=input.observe_window_seconds,
+            mode=input.on_observed_usage,
+        )
         await self._backend.set_control_plane_version(
             input.cluster, input.to_version, input.step_id
         )
-        return PatchResult(applied=("controlPlane",))
+        return PatchResult(applied=("controlPlane",), warnings=warnings)
 
     @activity.defn(name="wait_control_plane")
     async def wait_control_plane(self, input: WaitControlPlaneInput) -> WaitResult:
@@ -133,12 +146,18 @@ class RolloutActivities(ActivitiesBase):
 
     @activity.defn(name="patch_workers")
     async def patch_workers(self, input: PatchWorkersInput) -> PatchResult:
-        """Declare the version on each pool, skipping pools this step already moved."""
+        """Declare the version on each pool, skipping pools this step already moved.
+
+        Before the first pool it moves, the gate refuses the step while a PodDisruptionBudget
+        allows no eviction (``usage_gate``).
+        """
         if not input.pools:
             _invalid(f"worker step {input.step_id} names no MachineDeployment")
         obs = await self._observe(input.cluster)
         applied: list[str] = []
         already: list[str] = []
+        warnings: tuple[str, ...] = ()
+        gated = False
         for expected in input.pools:
             pool = obs.pool(expected.name)
             if pool is None:
@@ -157,11 +176,16 @@ class RolloutActivities(ActivitiesBase):
                     type=VERSION_CONFLICT,
                     non_retryable=True,
                 )
+            if not gated:  # once, before the first pool this call moves
+                warnings = await drain_gate(
+                    self._backend, input.cluster, input.on_disruption_blocker
+                )
+                gated = True
             await self._backend.set_pool_version(
                 input.cluster, expected.name, input.to_version, input.step_id
             )
             applied.append(expected.name)
-        return PatchResult(tuple(applied), tuple(already))
+        return PatchResult(tuple(applied), tuple(already), warnings)
 
     @activity.defn(name="wait_workers")
     async def wait_workers(self, input: WaitWorkersInput) -> WaitResult:

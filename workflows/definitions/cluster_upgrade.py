@@ -9,7 +9,9 @@ check, re-place for the next step -> remove taint -> re-place (the cluster takes
 Anything that fails leaves the cluster as it is, tainted, and waits for a decision (``decide``
 update or the parent's retry/skip): retry re-runs the failed part, which is safe because every
 patch is idempotent by step id and from-version. Skip and abort never untaint a cluster once a
-patch was attempted (``touched``): a half-upgraded cluster must not take new work.
+patch was attempted (``touched``): a half-upgraded cluster must not take new work. A step the
+gate before its patch refused (``StepBlocked``: an API it removes still in use, a drain that could
+never finish) patched nothing, so it leaves ``touched`` as it was.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.kube.backend.port import ClusterRef
     from workflows import metrics, search_attributes
     from workflows.activities import CalibrationActivities
+    from workflows.activities.errors import STEP_BLOCKED
     from workflows.definitions.common import (
         MIN_TIMER,
         REPORT_SIGNAL,
@@ -302,13 +305,28 @@ class ClusterUpgrade:
         ref = self._plan.cluster
         self._step(step.index, activity="patch")
         # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
+        was_touched = self._progress.touched
         self._set(touched=True)
         if step.component == "controlPlane":
-            await workflow.execute_activity_method(
-                CalibrationActivities.patch_control_plane,
-                PatchControlPlaneInput(step.step_id, ref, step.from_version, step.version),
-                **_short_options(opts),
-            )
+            try:
+                patched = await workflow.execute_activity_method(
+                    CalibrationActivities.patch_control_plane,
+                    PatchControlPlaneInput(
+                        step.step_id,
+                        ref,
+                        step.from_version,
+                        step.version,
+                        observe_window_seconds=opts.timeouts.observe_window_seconds,
+                        on_observed_usage=self._plan.on_observed_usage,
+                    ),
+                    **_short_options(opts),
+                )
+            except ActivityError as err:
+                # The gate refuses before it patches: a refused step moved nothing.
+                if isinstance(err.cause, ApplicationError) and err.cause.type == STEP_BLOCKED:
+                    self._set(touched=was_touched)
+                raise
+            self._warn(step.index, patched.warnings)
             self._step(step.index, activity="wait")
             await workflow.execute_activity_method(
                 CalibrationActivities.wait_control_plane,
@@ -333,6 +351,7 @@ class ClusterUpgrade:
             CheckInput(step.step_id, ref, step.version),
             **_short_options(opts),
         )
+        self._warn(step.index, checked.observed)
         if checked.findings:
             raise _StepFailed(
                 "compatibility check failed: "
@@ -359,11 +378,18 @@ class ClusterUpgrade:
 
         async def roll(pool: PoolVersion) -> None:
             async with limit:
-                await workflow.execute_activity_method(
+                patched = await workflow.execute_activity_method(
                     CalibrationActivities.patch_workers,
-                    PatchWorkersInput(step.step_id, ref, step.version, (pool,)),
+                    PatchWorkersInput(
+                        step.step_id,
+                        ref,
+                        step.version,
+                        (pool,),
+                        on_disruption_blocker=self._plan.on_disruption_blocker,
+                    ),
                     **_short_options(opts),
                 )
+                self._warn(step.index, patched.warnings)
                 await workflow.execute_activity_method(
                     CalibrationActivities.wait_workers,
                     WaitWorkersInput(
@@ -505,6 +531,12 @@ class ClusterUpgrade:
     def _set(self, **changes: Any) -> None:
         self._progress = replace(self._progress, **changes)
         workflow.set_current_details(self._details())
+
+    def _warn(self, index: int, warnings: tuple[str, ...]) -> None:
+        """Show what a gate or a re-check saw but did not stop on (``usage_gate``) on the step."""
+        if warnings:
+            text = "; ".join(warnings)
+            self._step(index, message=text if len(text) <= 1000 else text[:999] + "…")
 
     def _step(self, index: int, **changes: Any) -> None:
         steps = list(self._progress.steps)

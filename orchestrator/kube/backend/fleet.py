@@ -11,7 +11,8 @@ What it reads and writes:
 What it reads and writes, one module per concern (each module's docstring has the details):
 ``inventory`` (the fleet from LIST calls), ``rollout`` (``observe``: CAPI rollout state, Nodes,
 taints), ``versions`` (declared versions, efficient topology upgrades, patches), ``taints``,
-``placement`` (FleetWorkloads and PlacementDecisions), ``blobs`` (the calibration plan), and
+``usage`` (observed API usage and its record on the Cluster), ``placement`` (FleetWorkloads and
+PlacementDecisions), ``blobs`` (the calibration plan), and
 ``access`` for what they share, faults included.
 """
 
@@ -27,12 +28,19 @@ from orchestrator.kube.backend.placement import PlacementWrites
 from orchestrator.kube.backend.port import NotFoundError
 from orchestrator.kube.backend.rollout import RolloutObserver
 from orchestrator.kube.backend.taints import TaintWrites
+from orchestrator.kube.backend.usage import UsageObserver
 from orchestrator.kube.backend.versions import VersionWrites
 from orchestrator.kube.client import api_client
 
 
 class KubeFleetBackend(
-    FleetInventory, RolloutObserver, VersionWrites, TaintWrites, PlacementWrites, BlobStore
+    FleetInventory,
+    RolloutObserver,
+    VersionWrites,
+    TaintWrites,
+    UsageObserver,
+    PlacementWrites,
+    BlobStore,
 ):
     """Implements ``orchestrator.kube.backend.port.FleetBackend`` against a management cluster.
 

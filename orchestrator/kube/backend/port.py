@@ -39,6 +39,13 @@ Contract every implementation keeps:
   result lists workloads in the order of ``decisions`` either way, and ``progress`` (when given)
   is called on the caller's event loop with (decisions handled, decisions given) as they finish,
   so the activity can heartbeat while a large placement is written;
+* ``read_usage`` looks at the workload cluster now (deprecated APIs requested of every
+  control-plane instance, stored objects last written at a deprecated version, PDBs that allow
+  no eviction) and never raises for an unreachable cluster: it returns a partial read saying
+  why; ``record_usage`` folds such a read into the record kept on the Cluster (merged by
+  ``orchestrator.domain.observed.merge_usage``, written with the read resourceVersion and
+  re-read on conflict) and returns the merged usage, so requests seen by an apiserver that a
+  rollout has since replaced stay reported;
 * ``put_blob`` / ``get_blob`` keep immutable, content-addressed documents (the calibration plan)
   out of workflow history: the key is the SHA-256 of the bytes, a second put of the same key is
   a no-op, and a missing key is ``NotFoundError``; ``delete_blob`` removes one when its owner
@@ -54,8 +61,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
+from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.taints import Effect, Taint
 
@@ -184,6 +193,19 @@ class PlacementWrite:
     conflicts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class UsageRead:
+    """One look at a workload cluster (``FleetBackend.read_usage``), before any merge.
+
+    ``partial`` says why the look was incomplete ("" when complete): an apiserver instance or
+    the whole cluster that did not answer. A partial read is never a clean one.
+    """
+
+    usage: tuple[ApiUsage, ...] = ()
+    blockers: tuple[DisruptionBlocker, ...] = ()
+    partial: str = ""
+
+
 # --------------------------------------------------------------------------------------------
 # The port
 # --------------------------------------------------------------------------------------------
@@ -252,6 +274,16 @@ class FleetBackend(Protocol):
         progress: Progress | None = None,
     ) -> PlacementWrite:
         """Write the decisions that changed, each only if its workload is still as read."""
+        ...
+
+    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
+        """What the workload cluster shows now (a partial read when it does not answer)."""
+        ...
+
+    async def record_usage(
+        self, cluster: ClusterRef, fresh: Sequence[ApiUsage], now: datetime
+    ) -> tuple[ApiUsage, ...]:
+        """Fold ``fresh`` into the Cluster's record; the merged usage."""
         ...
 
     async def put_blob(self, digest: str, data: bytes) -> None:

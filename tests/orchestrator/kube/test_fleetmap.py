@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from orchestrator.domain.snapshot import WorkloadClusterStatus
+from orchestrator.domain.observed import ApiUsage, merge_usage
+from orchestrator.domain.observed_record import OBSERVED_ANNOTATION, encode_record
+from orchestrator.domain.snapshot import ApiRef, WorkloadClusterStatus
 from orchestrator.kube import capi
 from orchestrator.kube.fleetmap import (
     FleetMap,
@@ -22,6 +25,7 @@ from orchestrator.kube.fleetmap import (
     fleet_snapshot,
     map_clusters,
     snapshot_document,
+    with_records,
     workload_entries,
 )
 
@@ -530,3 +534,29 @@ def test_a_cluster_of_an_unknown_cluster_class_stays_with_the_fleets_versions() 
     fleet = map_clusters(objects)
     assert [c.name for c in fleet.clusters] == ["a", "b"] and not fleet.skipped
     assert fleet.available_versions == ("v1.33.0",)
+
+
+# ------------------------------------------------------------- the usage record (issue 27)
+
+_T0 = datetime(2026, 12, 5, 10, 2, tzinfo=UTC)
+_T1 = _T0 + timedelta(minutes=10)
+
+
+def _metric12() -> ApiUsage:
+    api = ApiRef("storage.k8s.io", "v1alpha1", "VolumeAttributesClass")
+    return ApiUsage(api, "volumeattributesclasses", "metric", "1.35", _T0, _T0, _T0, 12, 0,
+                    "a:6443", (("a:6443", 12),))  # fmt: skip
+
+
+def test_the_live_inventory_folds_the_record_into_a_fresh_look() -> None:
+    recorded = merge_usage([], [_metric12()], _T0)
+    obj = {"metadata": {"name": "a", "namespace": "fleet",
+                        "annotations": {OBSERVED_ANNOTATION: encode_record(recorded)}}}  # fmt: skip
+    bad = {
+        "metadata": {"name": "b", "namespace": "fleet", "annotations": {OBSERVED_ANNOTATION: "{"}}
+    }
+    fresh = {"a": WorkloadClusterStatus(True), "b": WorkloadClusterStatus(True)}
+    out = with_records(fresh, [obj, bad], _T1)
+    (kept,) = out["a"].api_usage  # the apiserver that counted is gone: still reported, quiet
+    assert kept.requests == 12 and not kept.active and kept.observed_at == _T1
+    assert "not JSON" in out["b"].observation_partial
