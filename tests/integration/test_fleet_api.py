@@ -356,15 +356,23 @@ def without_crds(plane: LocalPlane, dyn: DynamicClient) -> Iterator[None]:
     # The plane is shared by every later test of this worker: whatever happens here, even a
     # deletion that does not finish in time, ends with our CRDs installed again. Deleting a CRD
     # deletes every object of it first (the apiserver's cleanup finalizer), and the worker's
-    # earlier tests may have left thousands: on a loaded machine that took over 120 s.
+    # earlier tests may have left thousands: on a loaded machine that took over 120 s. The
+    # waits stay under pytest-timeout's 600 s for the whole test.
     res = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     try:
         for name in fleetapi.CRD_NAMES:
             res.delete(name=name, _request_timeout=60)
-        wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 600, interval=0.5)
+        wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 240, interval=0.5)
         yield
     finally:
-        wait_for("calibrator.dev CRDs deleted", lambda: not _crds(dyn), 600, interval=0.5)
+        # A deletion still under way must end before the CRDs can be created again (the test
+        # itself may already have reinstalled them: then nothing is terminating).
+        wait_for(
+            "no calibrator.dev CRD terminating",
+            lambda: not any(c["metadata"].get("deletionTimestamp") for c in _crds(dyn).values()),
+            240,
+            interval=0.5,
+        )
         plane.up(timeout=60)  # healthy plane: re-installs our CRDs and returns
 
 
