@@ -253,7 +253,7 @@ def block_reason(finding: Finding) -> str:
 
 
 def plan_to_json(plan: CalibrationPlan) -> dict[str, object]:
-    """The ``calibrator plan -o json`` document (DESIGN.md contract plus additive fields)."""
+    """The ``calibrator plan -o json`` document (docs/api.md "CLI JSON documents")."""
     stage_of = {name: stage.name for stage in plan.rollout.stages for name in stage.clusters}
     clusters: list[dict[str, object]] = []
     for p in plan.clusters:

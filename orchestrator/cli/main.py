@@ -150,7 +150,7 @@ class SnapshotFormat(StrEnum):
 
 
 def input_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn InputError into the one-line, exit-2 contract of DESIGN.md."""
+    """Turn InputError into one stderr line and exit status 2 (docs/design.md, CLI contracts)."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:

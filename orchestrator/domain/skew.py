@@ -1,6 +1,6 @@
 """Kubernetes version-skew policy (pure): validate a cluster state and every state of a plan.
 
-Rules (kubernetes.io version-skew policy, restated in shared/reference/kubernetes-versions.md):
+Rules (the Kubernetes version-skew policy, as published in the Kubernetes documentation):
 the control plane moves one minor at a time and never down; kubelets are never newer than the
 API server and at most 3 minors older (2 for kubelets older than 1.25). Messages name the
 component, both versions and the limit, because an operator reads them in a failed plan.

@@ -1,4 +1,4 @@
-"""FleetSnapshot: the fleet as data (pure; DESIGN.md "FleetSnapshot").
+"""FleetSnapshot: the fleet as data (pure; the file format is in docs/api.md "FleetSnapshot").
 
 A snapshot is what every planner, check and placement run reads, whether it came from a file or
 from a live inventory. The types live here; reading the file format (strict, one error naming

@@ -1,8 +1,8 @@
 """Cluster taints and workload tolerations (pure), with Kubernetes / Karmada semantics.
 
-The taint contract of DESIGN.md lives here as data in, data out, so the kube adapter only moves
-JSON between these functions and the API server and the placement plugin shares the exact matching
-rules with the orchestrator.
+The taint contract (docs/design.md, "The upgrading taint") lives here as data in, data out, so
+the kube adapter only moves JSON between these functions and the API server and the placement
+plugin shares the exact matching rules with the orchestrator.
 
 Two rules need more than string equality:
 

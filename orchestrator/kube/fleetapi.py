@@ -1,4 +1,4 @@
-"""Our API group ``calibrator.dev/v1alpha1``: FleetWorkload and PlacementDecision (DESIGN.md).
+"""Our API group ``calibrator.dev/v1alpha1``: FleetWorkload and PlacementDecision (docs/api.md).
 
 * **CRDs** ship as package data (``orchestrator/kube/crds/*.yaml``); ``install_crds`` applies them
   with server-side apply and waits until they are Established (idempotent).

@@ -18,7 +18,7 @@ Rules (docs/api.md "Live inventory"):
   ``MachineDeployment.spec.template.spec.version``.
 * **Labels** are the Cluster's, without CAPI's own (``cluster.x-k8s.io/``,
   ``topology.cluster.x-k8s.io/``), so selectors see what operators set.
-* **Taints** are the ``calibrator.dev/taints`` annotation (DESIGN.md contract).
+* **Taints** are the ``calibrator.dev/taints`` annotation (docs/design.md "The upgrading taint").
 * **availableVersions** are the ``kubernetesVersions`` of the ClusterClasses that the fleet's
   managed topologies use; a version that does not parse is ignored (one foreign typo must not
   hide the fleet).

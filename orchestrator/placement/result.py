@@ -1,4 +1,4 @@
-"""What a placement run returns, and its JSON (the ``calibrator place`` contract of DESIGN.md).
+"""What a placement run returns, and its JSON (``calibrator place``: docs/api.md, CLI JSON).
 
 A decision says where a workload goes and, Karmada / kube-scheduler style, why it could not go
 anywhere else: a one-line ``summary`` ("3/1000 clusters available: 640 labels do not match
@@ -239,7 +239,7 @@ class PlacementResult:
 
 
 def placement_to_json(result: PlacementResult, *, explain: bool = False) -> dict[str, object]:
-    """The ``calibrator place`` contract (DESIGN.md), plus ``evicted``, ``moved``, ``affinity``.
+    """The ``calibrator place`` document (docs/api.md, CLI JSON), with ``evicted`` and ``moved``.
 
     Every decision carries ``summary`` and ``rejected``, which grow with the distinct reasons,
     not with the fleet; ``explain`` adds the per-cluster ``reasons`` and, for every feasible

@@ -2,8 +2,8 @@
 
 The backend talks to the API server only through ``orchestrator.kube`` (the dynamic client from
 ``orchestrator.kube.client``, CAPI completion rules from ``orchestrator.kube.capi``, workload
-cluster access from ``orchestrator.kube.workload``); it does not import ``kubernetes`` itself, so
-DESIGN.md's "orchestrator/kube is the only code importing kubernetes" holds. The kubernetes client
+cluster access from ``orchestrator.kube.workload``); it does not import ``kubernetes`` itself
+(an import-linter contract, docs/design.md "Layers"). The kubernetes client
 is synchronous: every protocol method runs its calls in a thread (``asyncio.to_thread``).
 
 What it reads and writes:

@@ -27,7 +27,7 @@ Contract every implementation keeps:
   pool that follows the topology version reports it as its declared version, and a worker step
   the topology already performed is reported as already applied); other clusters through
   KubeadmControlPlane and MachineDeployment ``spec`` versions;
-* ``add_taint`` / ``remove_taint`` follow the taint contract of DESIGN.md (annotation plus the
+* ``add_taint`` / ``remove_taint`` follow the taint contract of docs/design.md (annotation plus the
   ``calibrator.dev/schedulable`` label) and are idempotent, returning whether they changed anything;
 * ``write_placement`` writes PlacementDecisions; it is only given schedulable decisions, writes
   only those that differ from what is stored (so a re-placement costs writes in proportion to

@@ -1,8 +1,9 @@
 """Cluster taints of ``KubeFleetBackend``.
 
-* **Taints**: the DESIGN.md contract on the CAPI Cluster (annotation ``calibrator.dev/taints``
-  encoded with ``orchestrator.domain.taints``, label ``calibrator.dev/schedulable``), written with
-  the read object's resourceVersion and retried on conflict.
+* **Taints**: the taint contract on the CAPI Cluster (docs/design.md "The upgrading taint":
+  annotation ``calibrator.dev/taints`` encoded with ``orchestrator.domain.taints``, label
+  ``calibrator.dev/schedulable``), written with the read object's resourceVersion and retried on
+  conflict.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from orchestrator.kube.backend.versions import BYPASS_MARKER, UNSAFE_VERSION_ANN
 
 
 class TaintWrites(KubeAccess):
-    """``FleetBackend.add_taint`` and ``remove_taint`` (DESIGN.md's taint contract)."""
+    """``FleetBackend.add_taint`` and ``remove_taint`` (the taint contract of docs/design.md)."""
 
     def _update_taints(
         self, ref: ClusterRef, change: Callable[[tuple[Taint, ...]], tuple[Taint, ...]]

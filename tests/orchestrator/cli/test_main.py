@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: JSON shapes, formats, and one-line exit-2 errors."""
+"""The CLI contract (docs/api.md, CLI JSON): JSON shapes, formats, and one-line exit-2 errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stable re-placement properties (issue 15 §3, DESIGN.md "Placement semantics (v2)").
+"""Stable re-placement properties (issue 15 §3, docs/decisions.md "Stable re-placement").
 
 A fleet and one workload are drawn; the workload is placed, and its result *settled*: the counts
 written back as its current placement and its usage added to ``allocated``, as the live fleet
