@@ -175,9 +175,9 @@ def measure(name: str, argv: list[str]) -> Measured:
 def run_measured(tmp: Path) -> tuple[list[Result], list[Measured]]:
     """The alias bomb and the 50 MB snapshot, each in a fresh process."""
     bomb = tmp / "bomb.yaml"
-    bomb.write_text(cli_corpus._bomb())
+    bomb.write_text(cli_corpus.alias_bomb())
     large = tmp / "fleet-50mb.json"
-    large.write_text(cli_corpus._large_snapshot_json(25_000, 165_000, duplicate_last=True))
+    large.write_text(cli_corpus.large_snapshot_json(25_000, 165_000, duplicate_last=True))
     good = tmp / "fleet.yaml"
     good.write_text(yaml.safe_dump(cli_corpus.FLEET))
     baseline = measure("baseline: examples/fleet.yaml, valid", ["place", "--snapshot", str(good)])

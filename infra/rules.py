@@ -48,7 +48,7 @@ class ResourceView:
 
 
 @dataclass(frozen=True, slots=True)
-class Violation:
+class ResourceViolation:
     """One broken rule, attached to the resource a person has to change."""
 
     policy: str
@@ -116,24 +116,26 @@ def _collect(
     return clusters, classes
 
 
-def _parse(raw: str, view: ResourceView, what: str, out: list[Violation]) -> KubeVersion | None:
+def _parse(
+    raw: str, view: ResourceView, what: str, out: list[ResourceViolation]
+) -> KubeVersion | None:
     try:
         return parse_version(raw)
     except InputError as err:
-        out.append(Violation(ALLOWED_POLICY, view.urn, f"{what}: {err}"))
+        out.append(ResourceViolation(ALLOWED_POLICY, view.urn, f"{what}: {err}"))
         return None
 
 
 def fleet_violations(
     resources: Iterable[ResourceView], allowed_versions: Sequence[str] | None = None
-) -> list[Violation]:
+) -> list[ResourceViolation]:
     """Every skew and allowed-version violation among the declared CAPI clusters.
 
     ``allowed_versions`` (the policy pack's config) wins; without it a managed-topology cluster
     must use a version its ClusterClass lists in ``spec.kubernetesVersions`` when the class is
     declared in the same stack, as CAPI's own webhook would demand at apply time.
     """
-    out: list[Violation] = []
+    out: list[ResourceViolation] = []
     allowed_global: set[KubeVersion] | None = None
     if allowed_versions is not None:
         allowed_global = set()
@@ -168,7 +170,7 @@ def fleet_violations(
             for what, version, view in checked:
                 if version is not None and version not in allowed:
                     out.append(
-                        Violation(
+                        ResourceViolation(
                             ALLOWED_POLICY,
                             view.urn,
                             f"cluster {name} {what} at {version} is not in {allowed_source} "
@@ -181,7 +183,7 @@ def fleet_violations(
         workers = [(pool, version) for pool, version, _ in parsed]
         for violation in state_violations(control_plane, workers):
             out.append(
-                Violation(
+                ResourceViolation(
                     SKEW_POLICY,
                     by_pool.get(violation.pool, cp_view).urn,
                     f"cluster {name}: {violation.message}",

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
+from orchestrator.cli import inputs
 from orchestrator.cli.files import clip_message
 from orchestrator.cli.gates import CheckFailOn
 from orchestrator.cli.live import (
@@ -38,9 +39,6 @@ from orchestrator.cli.runtime import without_gc
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.domain.snapshot import FleetSnapshot
-    from orchestrator.domain.versions import KubeVersion
-    from orchestrator.planning import CalibrationPlan
 
 app = typer.Typer(
     name="calibrator",
@@ -181,41 +179,11 @@ def _fleet(source: Source) -> Fleet:
     return live.load(source)
 
 
-def _version(text: str) -> KubeVersion:
-    from orchestrator.domain.versions import KubeVersion
-
-    return KubeVersion.parse(text)
-
-
-def _plan(
-    snap: FleetSnapshot, version: KubeVersion, strategy: Path | None, selector: str | None
-) -> CalibrationPlan:
-    from orchestrator.domain.selectors import parse_selector_string
-    from orchestrator.domain.waves import DEFAULT_STRATEGY, load_strategy
-    from orchestrator.planning import plan_calibration
-
-    strat = DEFAULT_STRATEGY if strategy is None else load_strategy(_read(strategy, "strategy"))
-    sel = parse_selector_string(selector) if selector else None
-    return plan_calibration(snap, version, strat, sel)
-
-
-def _checked_selector(selector: str | None) -> None:
-    """Parse ``-l`` before anything is read: bad input never costs a fleet read."""
-    if selector:
-        from orchestrator.domain.selectors import parse_selector_string
-
-        parse_selector_string(selector)
-
-
 def _use_lifecycle(path: Path | None) -> None:
     """Read ``--lifecycle`` before the fleet (bad input costs no read) and put it in force."""
     from orchestrator.domain.lifecycle import load_overrides, using
 
     using(None if path is None else load_overrides(_read(path, "lifecycle")))
-
-
-def _today() -> date:
-    return datetime.now(UTC).date()
 
 
 @app.command(cls=QuickCommand)
@@ -249,15 +217,15 @@ def drift(
     from orchestrator.planning import select_clusters
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
-    version = _version(target) if target else None
-    _checked_selector(selector)
+    version = inputs.target_version(target) if target else None
+    inputs.checked_selector(selector)
     conditions = parse_drift_conditions(fail_on)
     _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
     if selector:
         snap = replace(snap, clusters=select_clusters(snap, parse_selector_string(selector)))
-    report = drift_report(snap, version, _today())
+    report = drift_report(snap, version, inputs.today())
     wide = output is Format.wide
     doc = render.drift_json(report)
 
@@ -297,12 +265,12 @@ def plan(
     from orchestrator.planning import plan_to_json
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
-    version = _version(target)
-    _checked_selector(selector)
+    version = inputs.target_version(target)
+    inputs.checked_selector(selector)
     _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
-    result = _plan(snap, version, strategy, selector)
+    result = inputs.plan_fleet(snap, version, strategy, selector)
     doc = plan_to_json(result) | {"unreachable": render.unreachable_json(snap)}
     wide = output is Format.wide
     labels = {c.name: c.labels for c in snap.clusters} if wide else None
@@ -350,12 +318,12 @@ def check(
     from orchestrator.planning import findings_to_json
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
-    version = _version(target)
-    _checked_selector(selector)
+    version = inputs.target_version(target)
+    inputs.checked_selector(selector)
     _use_lifecycle(lifecycle)
     fleet = _fleet(source)
     snap = fleet.snapshot
-    result = _plan(snap, version, strategy, selector)
+    result = inputs.plan_fleet(snap, version, strategy, selector)
     doc = findings_to_json(result) | {"unreachable": render.unreachable_json(snap)}
 
     def table(con: Console) -> None:

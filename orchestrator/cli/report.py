@@ -83,13 +83,12 @@ def _render(
     target: str, source: Source, strategy: Path | None, selector: str | None
 ) -> tuple[str, int]:
     """Plan like ``calibrator plan`` and render; the page and the number of clusters."""
-    from orchestrator.cli import live
-    from orchestrator.cli.main import _checked_selector, _plan, _today, _version
+    from orchestrator.cli import inputs, live
     from orchestrator.report import render_html
 
-    version = _version(target)
-    _checked_selector(selector)
+    version = inputs.target_version(target)
+    inputs.checked_selector(selector)
     snap = live.load(source).snapshot
-    result = _plan(snap, version, strategy, selector)
+    result = inputs.plan_fleet(snap, version, strategy, selector)
     name = source.snapshot.name if source.snapshot is not None else "live fleet"
-    return render_html(snap, result, _today(), source=name), len(snap.clusters)
+    return render_html(snap, result, inputs.today(), source=name), len(snap.clusters)

@@ -234,7 +234,7 @@ def list_fleet_workloads(
 
 
 @dataclass(frozen=True)
-class Decision:
+class PlacementDecision:
     """Where one workload (``namespace/name``) runs: ``(cluster, replicas)`` pairs and why."""
 
     workload: str
@@ -251,7 +251,7 @@ class WriteOutcome:
     conflicts: tuple[str, ...] = ()
 
 
-def decision_rows(decision: Decision) -> list[dict[str, str]]:
+def decision_rows(decision: PlacementDecision) -> list[dict[str, str]]:
     """``status.decisions``: one ``{clusterName, replicas, reason}`` per cluster, all strings."""
     return [
         {MATCH_KEY: name, "replicas": str(replicas), "reason": decision.reason}
@@ -290,7 +290,9 @@ def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     )
 
 
-def placement_decision_status(owner: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+def placement_decision_status(
+    owner: Mapping[str, Any], decision: PlacementDecision
+) -> dict[str, Any]:
     """The apply configuration of the PlacementDecision's status subresource."""
     meta = _meta(owner)
     return {
@@ -302,7 +304,7 @@ def placement_decision_status(owner: Mapping[str, Any], decision: Decision) -> d
 
 
 def fleet_workload_status(
-    owner: Mapping[str, Any], decision: Decision, now: datetime
+    owner: Mapping[str, Any], decision: PlacementDecision, now: datetime
 ) -> dict[str, Any]:
     """The apply configuration of the FleetWorkload's status subresource (the same decision)."""
     meta = _meta(owner)
@@ -370,7 +372,11 @@ def _mirrored(pd: Mapping[str, Any] | None) -> tuple[tuple[str, int], ...] | Non
 
 
 def _mirror(
-    dyn: Any, owner: Mapping[str, Any], decision: Decision, pd: Mapping[str, Any], committed: str
+    dyn: Any,
+    owner: Mapping[str, Any],
+    decision: PlacementDecision,
+    pd: Mapping[str, Any],
+    committed: str,
 ) -> None:
     """Write the PlacementDecision status, conditionally on the PlacementDecision read.
 
@@ -418,7 +424,7 @@ class PlacementWriter:
     def __init__(
         self,
         dyn: Any,
-        decisions: Sequence[Decision],
+        decisions: Sequence[PlacementDecision],
         namespace: str | None = None,
         now: datetime | None = None,
     ) -> None:
@@ -442,7 +448,7 @@ class PlacementWriter:
         self._pds = resource(dyn, PLACEMENT_DECISION)
         self._fws = resource(dyn, FLEET_WORKLOAD)
 
-    def write(self, d: Decision) -> str:
+    def write(self, d: PlacementDecision) -> str:
         """Write one decision: ``WRITTEN``, ``UNCHANGED``, ``CONFLICTED`` or ``GONE``.
 
         ``GONE``: the API server answered 404 for the workload's namespace. An object can outlive
@@ -458,7 +464,7 @@ class PlacementWriter:
                 return GONE
             raise
 
-    def _write(self, d: Decision) -> str:
+    def _write(self, d: PlacementDecision) -> str:
         owner = self._owners[d.workload]
         version = str(_meta(owner).get("resourceVersion"))
         if d.resource_version and d.resource_version != version:
@@ -484,7 +490,7 @@ class PlacementWriter:
         return WRITTEN
 
 
-def outcome_of(decisions: Sequence[Decision], statuses: Sequence[str]) -> WriteOutcome:
+def outcome_of(decisions: Sequence[PlacementDecision], statuses: Sequence[str]) -> WriteOutcome:
     """The outcome of ``PlacementWriter.write`` per decision, in the decisions' order."""
     return WriteOutcome(
         tuple(d.workload for d, s in zip(decisions, statuses, strict=True) if s == WRITTEN),
@@ -494,7 +500,7 @@ def outcome_of(decisions: Sequence[Decision], statuses: Sequence[str]) -> WriteO
 
 def write_placement_decisions(
     dyn: Any,
-    decisions: Iterable[Decision],
+    decisions: Iterable[PlacementDecision],
     namespace: str | None = None,
     now: datetime | None = None,
 ) -> WriteOutcome:

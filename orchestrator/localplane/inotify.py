@@ -68,14 +68,14 @@ class ProcSysLimits:
 
 
 @dataclass(frozen=True)
-class Decision:
+class LimitDecision:
     """What to do about the limits: raise these (name, old, new), warn about these (name, old)."""
 
     to_raise: tuple[tuple[str, int, int], ...]
     to_warn: tuple[tuple[str, int], ...]
 
 
-def decide(current: Mapping[str, int | None], *, root: bool, may_raise: bool) -> Decision:
+def decide(current: Mapping[str, int | None], *, root: bool, may_raise: bool) -> LimitDecision:
     """Pure: each limit below kind's value is raised (root, allowed) or warned about; else kept.
 
     An unreadable limit (None) is left alone: nothing to compare, and nothing is written blind.
@@ -86,8 +86,8 @@ def decide(current: Mapping[str, int | None], *, root: bool, may_raise: bool) ->
         if (value := current.get(name)) is not None and value < wanted
     ]
     if root and may_raise:
-        return Decision(tuple((n, v, RECOMMENDED[n]) for n, v in low), ())
-    return Decision((), tuple(low))
+        return LimitDecision(tuple((n, v, RECOMMENDED[n]) for n, v in low), ())
+    return LimitDecision((), tuple(low))
 
 
 def sysctl_command(names: list[str]) -> str:

@@ -430,7 +430,7 @@ def test_placement_writes_are_compare_and_swap_on_the_real_apiserver(
     assert [r["clusterName"] for r in pd.to_dict()["status"]["decisions"]] == ["b"]
     # The conditional apply itself, below the backend's early version check: a 409.
     body = fleetapi.fleet_workload_status(
-        fw.to_dict(), fleetapi.Decision(key, (("a", 1),), "stale"), datetime.now(UTC)
+        fw.to_dict(), fleetapi.PlacementDecision(key, (("a", 1),), "stale"), datetime.now(UTC)
     )
     body["metadata"]["resourceVersion"] = read
     with pytest.raises(Exception) as refused:

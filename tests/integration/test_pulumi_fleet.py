@@ -15,7 +15,7 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.bench_calibration import _start_worker, _temporal_binary
+from benchmarks.bench_calibration import start_bench_worker, temporal_binary
 from infra.automation import FleetStack, FleetStackError, stack_config
 from infra.spec import FleetSpecError
 from orchestrator.localplane.plane import LocalPlane
@@ -41,12 +41,12 @@ async def _calibrate(plane: LocalPlane, namespace: str, target: str, selector: s
     """A real FleetCalibration (dev server, worker process) of the selected clusters."""
     env = await WorkflowEnvironment.start_local(
         dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=_temporal_binary(),
+        dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,
     )
     task_queue = f"pulumi-{uuid.uuid4().hex[:8]}"
     address = env.client.service_client.config.target_host
-    worker = _start_worker(address, plane.kubeconfig, task_queue, namespace)
+    worker = start_bench_worker(address, plane.kubeconfig, task_queue, namespace)
     try:
         handle = await start_calibration(
             env.client, CalibrationInput(target=target, selector=selector), task_queue=task_queue

@@ -24,7 +24,7 @@ Rules every activity keeps, because the workflow's guarantees rest on them:
 * **Invalid input is non-retryable** (``InvalidInput``, ``NotFound``): retrying cannot fix it and
   the workflow must fail before touching anything.
 * **One classification of backend errors** (``classify``): every backend call goes through
-  ``_ClassifiedBackend``, which turns the backend's deliberate errors into one ApplicationError
+  ``base._ClassifiedBackend``, which turns the backend's deliberate errors into one ApplicationError
   type each (missing object: ``NotFound``; refused request: ``NotAllowed``; unusable object on the
   cluster: ``InvalidInput``; a version moved by someone else: ``VersionConflict``), all
   non-retryable. Anything else is transient: the backend already retried it within the call

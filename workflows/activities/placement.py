@@ -24,7 +24,7 @@ from orchestrator.placement import place
 from orchestrator.planning import at_version
 from workflows import metrics
 from workflows.activities.base import ActivitiesBase
-from workflows.activities.errors import PLACEMENT_CONFLICT, _invalid
+from workflows.activities.errors import PLACEMENT_CONFLICT, invalid_input
 from workflows.model import PlacementProgress, ReplaceInput, ReplaceResult
 
 # Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
@@ -182,7 +182,7 @@ class PlacementActivities(ActivitiesBase):
                 else None
             )
         except InputError as err:
-            _invalid(str(err))
+            invalid_input(str(err))
         before = {w.key: set(w.placement.clusters) for w in affected}
         decisions: list[PlacementDecisionInfo] = []
         moved: list[str] = []

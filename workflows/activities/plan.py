@@ -7,10 +7,10 @@ from temporalio import activity
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from workflows.activities.base import ActivitiesBase
-from workflows.activities.errors import _invalid
+from workflows.activities.errors import invalid_input
 from workflows.activities.plan_payload import (
-    _index,
     encode_plan,
+    index_plan,
     plan_fleet_of,
     planned_state,
     summarize_plan,
@@ -57,10 +57,10 @@ class PlanActivities(ActivitiesBase):
             scope = None if input.scope is None else await self._scope(input.scope)
             plan = plan_fleet_of(input, snapshot, namespaces, scope)
         except InputError as err:
-            _invalid(str(err))
+            invalid_input(str(err))
         digest, data = encode_plan(plan)
         await self._backend.put_blob(digest, data)
-        self._remember(digest, _index(plan))
+        self._remember(digest, index_plan(plan))
         return summarize_plan(plan, PlanRef(digest, len(data)), skipped)
 
     @activity.defn(name="drop_blob")
@@ -80,7 +80,9 @@ class PlanActivities(ActivitiesBase):
         try:
             names = loaded.plan.stages[input.stage].waves()[input.wave]
         except IndexError:
-            _invalid(f"plan {input.plan.digest[:12]} has no stage {input.stage} wave {input.wave}")
+            invalid_input(
+                f"plan {input.plan.digest[:12]} has no stage {input.stage} wave {input.wave}"
+            )
         members = []
         for name in names[input.offset : input.offset + max(1, input.limit)]:
             cplan = loaded.clusters[name]
@@ -101,7 +103,7 @@ class PlanActivities(ActivitiesBase):
         loaded = await self._load(input.plan)
         cplan = loaded.clusters.get(input.cluster)
         if cplan is None:
-            _invalid(f"cluster {input.cluster!r} is not part of plan {input.plan.digest[:12]}")
+            invalid_input(f"cluster {input.cluster!r} is not part of plan {input.plan.digest[:12]}")
         return cplan
 
     @activity.defn(name="locate_cluster")

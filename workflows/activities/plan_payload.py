@@ -265,14 +265,17 @@ def summarize_plan(
 
 
 @dataclasses.dataclass(frozen=True)
-class _LoadedPlan:
+class LoadedPlan:
+    """A decoded plan indexed by cluster name; shared: ``base`` caches them, ``plan`` fills the cache."""
+
     plan: FleetPlan
     clusters: dict[str, ClusterUpgradePlan]
     position: dict[str, tuple[int, int]]  # name -> (stage, wave)
 
 
-def _index(plan: FleetPlan) -> _LoadedPlan:
-    return _LoadedPlan(
+def index_plan(plan: FleetPlan) -> LoadedPlan:
+    """Index a decoded plan for the activities' cache (``base.ActivitiesBase``, ``plan``)."""
+    return LoadedPlan(
         plan,
         {c.cluster.name: c for c in plan.clusters},
         {

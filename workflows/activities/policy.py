@@ -10,7 +10,7 @@ from orchestrator.domain.policy import PolicyEvaluation, policy_from_mapping
 from orchestrator.domain.policy import evaluate_policy as evaluate_fleet_policy
 from orchestrator.domain.versions import KubeVersion
 from workflows.activities.base import ActivitiesBase
-from workflows.activities.errors import _invalid
+from workflows.activities.errors import invalid_input
 from workflows.activities.plan_payload import encode_scope
 from workflows.activities.usage_gate import observed_after_step
 from workflows.model import (
@@ -63,7 +63,7 @@ class PolicyActivities(ActivitiesBase):
             inv = await self._backend.inventory()
             result = evaluate_fleet_policy(inv.snapshot, policy, input.now)
         except InputError as err:
-            _invalid(str(err))
+            invalid_input(str(err))
         groups = []
         for goal, names in result.due_groups():
             digest, data = encode_scope(names, activity.info().workflow_id or "")
@@ -95,7 +95,7 @@ class PolicyActivities(ActivitiesBase):
             cluster = inv.snapshot.cluster(input.cluster.name)
             version = KubeVersion.parse(input.version)
         except InputError as err:
-            _invalid(str(err))
+            invalid_input(str(err))
         here = [w for w in inv.snapshot.workloads if cluster.name in w.placement.clusters]
         findings = cluster_findings(cluster, (version,), here)
         observed = await observed_after_step(self._backend, input.cluster, version)

@@ -12,7 +12,7 @@ from orchestrator.domain.taints import UPGRADING_TAINT_KEY
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube.backend.port import ComponentObservation
 from workflows.activities.base import ActivitiesBase
-from workflows.activities.errors import NOT_FOUND, ROLLOUT_FAILED, VERSION_CONFLICT, _invalid
+from workflows.activities.errors import NOT_FOUND, ROLLOUT_FAILED, VERSION_CONFLICT, invalid_input
 from workflows.activities.usage_gate import control_plane_gate, drain_gate
 from workflows.model import (
     PatchControlPlaneInput,
@@ -152,7 +152,7 @@ class RolloutActivities(ActivitiesBase):
         allows no eviction (``usage_gate``).
         """
         if not input.pools:
-            _invalid(f"worker step {input.step_id} names no MachineDeployment")
+            invalid_input(f"worker step {input.step_id} names no MachineDeployment")
         obs = await self._observe(input.cluster)
         applied: list[str] = []
         already: list[str] = []

@@ -6,7 +6,7 @@ from temporalio import activity
 
 from orchestrator.domain.taints import Taint
 from workflows.activities.base import ActivitiesBase
-from workflows.activities.errors import _invalid
+from workflows.activities.errors import invalid_input
 from workflows.model import TaintInput, TaintResult
 
 
@@ -17,7 +17,7 @@ class TaintActivities(ActivitiesBase):
     async def add_taint(self, input: TaintInput) -> TaintResult:
         """Add the upgrading taint; a retry keeps the first ``timeAdded`` (no change reported)."""
         if not input.key:
-            _invalid("a taint needs a key")
+            invalid_input("a taint needs a key")
         taint = Taint(input.key, input.effect, input.value, input.time_added or None)
         return TaintResult(await self._backend.add_taint(input.cluster, taint))
 

@@ -46,11 +46,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.definitions.common import (
         MIN_TIMER,
         REPORT_SIGNAL,
-        _placement_options,
-        _read_options,
-        _short_options,
-        _wait_options,
         describe_failure,
+        placement_options,
+        read_options,
+        short_options,
+        wait_options,
     )
     from workflows.model import (
         Ack,
@@ -179,7 +179,7 @@ class ClusterUpgrade:
             self._plan = await workflow.execute_activity_method(
                 CalibrationActivities.cluster_plan,
                 ClusterPlanInput(input.plan_ref, input.cluster),
-                **_read_options(input.options),
+                **read_options(input.options),
             )
             self._progress = self._initial_progress(self._plan)
         plan = self._plan
@@ -225,7 +225,7 @@ class ClusterUpgrade:
                 pools=plan.pools,
                 planned_versions=tuple(s.version for s in plan.steps),
             ),
-            **_short_options(self._input.options),
+            **short_options(self._input.options),
         )
         if not result.ok:
             raise _StepFailed("preflight: " + "; ".join(result.problems))
@@ -250,12 +250,12 @@ class ClusterUpgrade:
         if self._tainted_at is None:
             self._tainted_at = workflow.now()
         await workflow.execute_activity_method(
-            CalibrationActivities.add_taint, self._taint(), **_short_options(self._input.options)
+            CalibrationActivities.add_taint, self._taint(), **short_options(self._input.options)
         )
 
     async def _remove_taint(self, outcome: str = metrics.UPGRADED) -> None:
         await workflow.execute_activity_method(
-            CalibrationActivities.remove_taint, self._taint(), **_short_options(self._input.options)
+            CalibrationActivities.remove_taint, self._taint(), **short_options(self._input.options)
         )
         self._set(tainted=False)
         if self._tainted_at is not None:
@@ -278,7 +278,7 @@ class ClusterUpgrade:
                 upcoming_version=upcoming,
                 now=workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             ),
-            **_placement_options(self._input.options),
+            **placement_options(self._input.options),
         )
         if result.replicas_moved or result.replicas_forced:
             # Counted per step (the placement after it) and per cluster; the parent sums the run.
@@ -319,7 +319,7 @@ class ClusterUpgrade:
                         observe_window_seconds=opts.timeouts.observe_window_seconds,
                         on_observed_usage=self._plan.on_observed_usage,
                     ),
-                    **_short_options(opts),
+                    **short_options(opts),
                 )
             except ActivityError as err:
                 # The gate refuses before it patches: a refused step moved nothing.
@@ -331,7 +331,7 @@ class ClusterUpgrade:
             await workflow.execute_activity_method(
                 CalibrationActivities.wait_control_plane,
                 WaitControlPlaneInput(step.step_id, ref, step.version, opts.timeouts.poll_seconds),
-                **_wait_options(opts),
+                **wait_options(opts),
             )
         else:
             await self._roll_pools(step)
@@ -341,7 +341,7 @@ class ClusterUpgrade:
             VerifyInput(
                 step.step_id, ref, step.component, step.version, tuple(p.name for p in step.pools)
             ),
-            **_short_options(opts),
+            **short_options(opts),
         )
         if not verified.ok:
             raise _StepFailed("verification failed: " + "; ".join(verified.problems))
@@ -349,7 +349,7 @@ class ClusterUpgrade:
         checked = await workflow.execute_activity_method(
             CalibrationActivities.check_compat,
             CheckInput(step.step_id, ref, step.version),
-            **_short_options(opts),
+            **short_options(opts),
         )
         self._warn(step.index, checked.observed)
         if checked.findings:
@@ -387,7 +387,7 @@ class ClusterUpgrade:
                         (pool,),
                         on_disruption_blocker=self._plan.on_disruption_blocker,
                     ),
-                    **_short_options(opts),
+                    **short_options(opts),
                 )
                 self._warn(step.index, patched.warnings)
                 await workflow.execute_activity_method(
@@ -395,7 +395,7 @@ class ClusterUpgrade:
                     WaitWorkersInput(
                         step.step_id, ref, step.version, (pool.name,), opts.timeouts.poll_seconds
                     ),
-                    **_wait_options(opts),
+                    **wait_options(opts),
                 )
 
         self._step(step.index, activity="patch+wait")

@@ -37,8 +37,11 @@ with workflow.unsafe.imports_passed_through():
 
 MIN_TIMER = timedelta(seconds=1)
 
+# The activity options below are shared: ``FleetCalibration`` and ``ClusterUpgrade`` schedule their
+# activities with them, so both workflows retry and time out the same way.
 
-def _short_options(options: CalibrationOptions) -> dict[str, Any]:
+
+def short_options(options: CalibrationOptions) -> dict[str, Any]:
     """API calls: a few quick retries, then the failure goes to the operator."""
     return {
         "start_to_close_timeout": timedelta(seconds=options.timeouts.activity_seconds),
@@ -51,23 +54,23 @@ def _short_options(options: CalibrationOptions) -> dict[str, Any]:
     }
 
 
-def _placement_options(options: CalibrationOptions) -> dict[str, Any]:
+def placement_options(options: CalibrationOptions) -> dict[str, Any]:
     """Re-placements: retried like API calls, each attempt bounded by ``placement_seconds``.
 
     Their cost grows with the workloads written (a first placement of a large names-only fleet
     writes every decision), so an attempt is not held to ``activity_seconds``; the activity
     heartbeats per decision written, so a dead worker is noticed within ``heartbeat_seconds``.
-    Only the timeouts differ from ``_short_options``: the commands a history replays (activity
+    Only the timeouts differ from ``short_options``: the commands a history replays (activity
     type and id) stay the same, so running calibrations replay unchanged and no patch is needed.
     """
     return {
-        **_short_options(options),
+        **short_options(options),
         "start_to_close_timeout": timedelta(seconds=options.timeouts.placement_seconds),
         "heartbeat_timeout": timedelta(seconds=options.timeouts.heartbeat_seconds),
     }
 
 
-def _read_options(options: CalibrationOptions) -> dict[str, Any]:
+def read_options(options: CalibrationOptions) -> dict[str, Any]:
     """Reads of the stored plan: retried until the store answers, except for a missing plan.
 
     An outage of the store pauses the run instead of failing it; the plan itself cannot change.
@@ -82,7 +85,7 @@ def _read_options(options: CalibrationOptions) -> dict[str, Any]:
     }
 
 
-def _wait_options(options: CalibrationOptions) -> dict[str, Any]:
+def wait_options(options: CalibrationOptions) -> dict[str, Any]:
     """Rollout waits: one budget for all attempts; heartbeats detect a dead worker early."""
     return {
         "schedule_to_close_timeout": timedelta(seconds=options.timeouts.rollout_seconds),
@@ -112,7 +115,7 @@ async def drop_stored(digest: str, options: CalibrationOptions, what: str) -> No
     """
     try:
         await workflow.execute_activity_method(
-            CalibrationActivities.drop_blob, DropBlobInput(digest), **_short_options(options)
+            CalibrationActivities.drop_blob, DropBlobInput(digest), **short_options(options)
         )
     except ActivityError as err:
         workflow.logger.warning(

@@ -50,10 +50,10 @@ with workflow.unsafe.imports_passed_through():
         DROP_PLAN_PATCH,
         MIN_TIMER,
         REPORT_SIGNAL,
-        _read_options,
-        _short_options,
         describe_failure,
         drop_stored,
+        read_options,
+        short_options,
     )
     from workflows.model import (
         FAILED_CLUSTER_STATES,
@@ -282,7 +282,7 @@ class FleetCalibration:
             where = await workflow.execute_activity_method(
                 CalibrationActivities.locate_cluster,
                 LocateInput(self._plan.plan, name),
-                **_short_options(self._input.options),
+                **short_options(self._input.options),
             )
             if name not in self._clusters:  # its wave did not load meanwhile
                 self._skip_ahead_or_refuse(name, where, request.reason)
@@ -447,7 +447,7 @@ class FleetCalibration:
                     selector=input.selector,
                     scope=input.scope,
                 ),
-                **_short_options(input.options),
+                **short_options(input.options),
             )
         except ActivityError as err:
             self._final_phase = Phase.FAILED
@@ -525,7 +525,7 @@ class FleetCalibration:
             part = await workflow.execute_activity_method(
                 CalibrationActivities.wave,
                 WaveInput(self._plan.plan, stage_index, wave_index, offset, WAVE_SLICE),
-                **_read_options(self._input.options),
+                **read_options(self._input.options),
             )
             total = part.total
             offset += max(1, len(part.members))

@@ -61,7 +61,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def _status_code(err: BaseException) -> int | None:
+def status_code(err: BaseException) -> int | None:
+    """An API error's HTTP status, or None; shared: every concern class tells 404/409/403 apart."""
     status = getattr(err, "status", None)
     return status if isinstance(status, int) else None
 
@@ -79,15 +80,21 @@ def _refusal(err: BaseException) -> str:
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def object_meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's ``metadata`` (empty if absent); shared by the concern classes' reads and patches."""
     return obj.get("metadata") or {}
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return _meta(obj).get("annotations") or {}
+def object_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """An object's annotations (empty if absent); shared: the concern classes keep their state there."""
+    return object_meta(obj).get("annotations") or {}
 
 
-def _same(a: str | None, b: str | None) -> bool:
+def same_version(a: str | None, b: str | None) -> bool:
+    """Whether two Kubernetes version strings name the same version (as text when unparseable).
+
+    Shared by the rollout observer and the version writes, which compare declared and actual versions.
+    """
     if a is None or b is None:
         return a == b
     try:
@@ -162,7 +169,7 @@ class KubeAccess:
         try:
             obj = read_json(self._res(kind).get, name=name, namespace=namespace)
         except Exception as err:
-            if _status_code(err) == 404:
+            if status_code(err) == 404:
                 raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
             raise
         return obj
@@ -179,7 +186,7 @@ class KubeAccess:
                 content_type=MERGE_PATCH,
             )
         except Exception as err:
-            if _status_code(err) == 404:
+            if status_code(err) == 404:
                 raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
             raise
         return obj
@@ -192,18 +199,19 @@ class KubeAccess:
         found = [
             c
             for c in self._list(capi.CLUSTER, None)
-            if _meta(c).get("name") == ref.name and not _meta(c).get("deletionTimestamp")
+            if object_meta(c).get("name") == ref.name
+            and not object_meta(c).get("deletionTimestamp")
         ]
         if not found:
             raise NotFoundError(f"cluster {ref.name!r} not found")
         if len(found) > 1:
             raise NotFoundError(f"cluster {ref.name!r} exists in several namespaces: name one")
-        return str(_meta(found[0])["namespace"])
+        return str(object_meta(found[0])["namespace"])
 
     def _cluster(self, ref: ClusterRef) -> tuple[str, dict[str, Any]]:
         ns = self._namespace_of(ref)
         obj = self._get(capi.CLUSTER, ns, ref.name)
-        if _meta(obj).get("deletionTimestamp"):
+        if object_meta(obj).get("deletionTimestamp"):
             raise NotFoundError(f"cluster {ns}/{ref.name} is being deleted")
         return ns, obj
 
@@ -211,7 +219,9 @@ class KubeAccess:
         ref = (cluster.get("spec") or {}).get("controlPlaneRef") or {}
         name = ref.get("name")
         if not name:
-            raise NotFoundError(f"cluster {_meta(cluster).get('name')} has no controlPlaneRef yet")
+            raise NotFoundError(
+                f"cluster {object_meta(cluster).get('name')} has no controlPlaneRef yet"
+            )
         return str(name)
 
     def _workload_api(self, namespace: str, cluster: str) -> Any:
@@ -231,7 +241,7 @@ class KubeAccess:
             try:
                 api = workload.workload_client(self._mgmt, namespace, cluster)
             except Exception as err:
-                status = _status_code(err)
+                status = status_code(err)
                 if status == 404:
                     return None
                 if status in (401, FORBIDDEN):
@@ -291,7 +301,7 @@ class KubeAccess:
                 write(seen)
                 return
             except Exception as err:
-                if _status_code(err) != 409 or attempt + 1 == CONFLICT_RETRIES:
+                if status_code(err) != 409 or attempt + 1 == CONFLICT_RETRIES:
                     raise
                 log.info("version write conflicted (409); re-reading (attempt %d)", attempt + 1)
 
@@ -321,7 +331,7 @@ class KubeAccess:
             except BackendError:
                 raise
             except Exception as err:
-                if _status_code(err) == FORBIDDEN:
+                if status_code(err) == FORBIDDEN:
                     refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
                     if not self._api_server_ready():
                         raise BackendError(

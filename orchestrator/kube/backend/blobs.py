@@ -14,7 +14,7 @@ import gzip
 import hashlib
 from typing import Any
 
-from orchestrator.kube.backend.access import KubeAccess, _annotations, _status_code
+from orchestrator.kube.backend.access import KubeAccess, object_annotations, status_code
 from orchestrator.kube.backend.port import BackendError, NotFoundError
 from orchestrator.kube.client import FIELD_MANAGER
 
@@ -65,7 +65,7 @@ class BlobStore(KubeAccess):
     def _get_blob(self, digest: str) -> bytes:
         ns = self._blob_namespace()
         first = self._get(CONFIG_MAP, ns, BLOB_PREFIX + digest)
-        count = int(_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
+        count = int(object_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
         parts = [first] + [
             self._get(CONFIG_MAP, ns, f"{BLOB_PREFIX}{digest}-{i}") for i in range(1, count)
         ]
@@ -84,14 +84,14 @@ class BlobStore(KubeAccess):
             first = self._get(CONFIG_MAP, ns, BLOB_PREFIX + digest)
         except NotFoundError:
             return
-        count = int(_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
+        count = int(object_annotations(first).get(BLOB_CHUNKS_ANNOTATION, "1"))
         for name in [BLOB_PREFIX + digest] + [
             f"{BLOB_PREFIX}{digest}-{i}" for i in range(1, count)
         ]:
             try:
                 self._res(CONFIG_MAP).delete(name=name, namespace=ns)
             except Exception as err:
-                if _status_code(err) != 404:
+                if status_code(err) != 404:
                     raise
 
     async def put_blob(self, digest: str, data: bytes) -> None:

@@ -35,7 +35,9 @@ PLACEMENT_WRITERS = 8
 class PlacementWrites(KubeAccess):
     """``FleetBackend.write_placement``: the decisions that changed, compare-and-swap."""
 
-    def _placement_writer(self, todo: Sequence[fleetapi.Decision]) -> fleetapi.PlacementWriter:
+    def _placement_writer(
+        self, todo: Sequence[fleetapi.PlacementDecision]
+    ) -> fleetapi.PlacementWriter:
         try:
             return fleetapi.PlacementWriter(self._dyn, todo, self._namespace)
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
@@ -61,7 +63,7 @@ class PlacementWrites(KubeAccess):
         started (those in flight finish their request) and is raised.
         """
         todo = [
-            fleetapi.Decision(
+            fleetapi.PlacementDecision(
                 d.workload,
                 tuple((c.cluster, c.replicas) for c in d.clusters),
                 d.reason or reason,

@@ -19,7 +19,12 @@ from typing import Any
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
 from orchestrator.kube import capi, fleetmap, workload
-from orchestrator.kube.backend.access import KubeAccess, _annotations, _meta, _same
+from orchestrator.kube.backend.access import (
+    KubeAccess,
+    object_annotations,
+    object_meta,
+    same_version,
+)
 from orchestrator.kube.backend.port import (
     ClusterObservation,
     ClusterRef,
@@ -43,7 +48,7 @@ class RolloutObserver(KubeAccess):
         nodes: Mapping[str, dict[str, Any]] | None,
     ) -> tuple[bool, tuple[str, ...], str]:
         """(every Machine at version with a Ready Node, running versions, problem text)."""
-        live = [m for m in machines if not _meta(m).get("deletionTimestamp")]
+        live = [m for m in machines if not object_meta(m).get("deletionTimestamp")]
         versions: list[str] = []
         problems: list[str] = []
         if len(live) != replicas or len(machines) != replicas:
@@ -51,9 +56,9 @@ class RolloutObserver(KubeAccess):
                 f"{len(live)} Machine(s) ({len(machines)} incl. deleting), want {replicas}"
             )
         for m in live:
-            name = _meta(m).get("name")
+            name = object_meta(m).get("name")
             mversion = str((m.get("spec") or {}).get("version"))
-            if not _same(mversion, version):
+            if not same_version(mversion, version):
                 problems.append(f"Machine {name} at {mversion}")
             node_ref = ((m.get("status") or {}).get("nodeRef") or {}).get("name")
             if nodes is None:
@@ -105,11 +110,13 @@ class RolloutObserver(KubeAccess):
             topo["version"] if topo else kcp_spec.get("version"), "the control plane"
         )
         cp_replicas = fleetmap.checked_replicas(kcp_spec.get("replicas", 1), "the control plane")
-        cp_machines = [m for m in machines if CONTROL_PLANE_LABEL in (_meta(m).get("labels") or {})]
+        cp_machines = [
+            m for m in machines if CONTROL_PLANE_LABEL in (object_meta(m).get("labels") or {})
+        ]
         m_ok, cp_versions, m_problems = self._machines_state(
             cp_machines, cp_declared, cp_replicas, nodes
         )
-        kcp_at = _same(str(kcp_spec.get("version")), cp_declared)
+        kcp_at = same_version(str(kcp_spec.get("version")), cp_declared)
         kcp_done = capi.control_plane_rolled_out(kcp)
         cp_message = (
             f"{kcp_status.get('upToDateReplicas', 0)}/{cp_replicas} replicas up to date"
@@ -125,8 +132,8 @@ class RolloutObserver(KubeAccess):
         )
 
         pools: list[ComponentObservation] = []
-        for md in sorted(mds, key=lambda o: str(_meta(o).get("name"))):
-            md_name = str(_meta(md)["name"])
+        for md in sorted(mds, key=lambda o: str(object_meta(o).get("name"))):
+            md_name = str(object_meta(md)["name"])
             declared = fleetmap.checked_version(
                 capi.pool_declared(cluster, md), f"MachineDeployment {md_name}"
             )
@@ -137,13 +144,13 @@ class RolloutObserver(KubeAccess):
             mine = [
                 m
                 for m in machines
-                if (_meta(m).get("labels") or {}).get(DEPLOYMENT_NAME_LABEL) == md_name
+                if (object_meta(m).get("labels") or {}).get(DEPLOYMENT_NAME_LABEL) == md_name
             ]
             ok, versions, problems = self._machines_state(mine, declared, replicas, nodes)
-            md_at = _same(actual, declared)
+            md_at = same_version(actual, declared)
             done = md_at and capi.machine_deployment_rolled_out(md) and ok and nodes is not None
             status = md.get("status") or {}
-            deferred = topo is not None and not _same(declared, str(topo["version"]))
+            deferred = topo is not None and not same_version(declared, str(topo["version"]))
             message = (
                 f"{status.get('upToDateReplicas', 0)}/{replicas} up to date"
                 + (f"; upgrade to {topo['version']} deferred" if deferred and topo else "")
@@ -164,14 +171,16 @@ class RolloutObserver(KubeAccess):
             # after the control plane, so a control-plane step is finished only when those pools
             # finished it too. Deferred pools (a control-plane-only step holds them with
             # defer-upgrade) stay where they are and are not waited for.
-            lagging = [p.name for p in pools if _same(p.version, cp_declared) and not p.rolled_out]
+            lagging = [
+                p.name for p in pools if same_version(p.version, cp_declared) and not p.rolled_out
+            ]
             if lagging:
                 control_plane = replace(
                     control_plane,
                     rolled_out=False,
                     message=f"{control_plane.message}; topology still rolling {', '.join(lagging)}",
                 )
-        taints = decode_taints(_annotations(cluster).get(TAINTS_ANNOTATION), f"{ns}/{name}")
+        taints = decode_taints(object_annotations(cluster).get(TAINTS_ANNOTATION), f"{ns}/{name}")
         return ClusterObservation(
             cluster=ClusterRef(name, ns),
             control_plane=control_plane,

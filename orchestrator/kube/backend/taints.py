@@ -26,9 +26,9 @@ from orchestrator.kube import capi
 from orchestrator.kube.backend.access import (
     CONFLICT_RETRIES,
     KubeAccess,
-    _annotations,
-    _meta,
-    _status_code,
+    object_annotations,
+    object_meta,
+    status_code,
 )
 from orchestrator.kube.backend.port import BackendError, ClusterRef
 from orchestrator.kube.backend.versions import BYPASS_MARKER, UNSAFE_VERSION_ANNOTATION
@@ -42,14 +42,14 @@ class TaintWrites(KubeAccess):
     ) -> bool:
         for attempt in range(CONFLICT_RETRIES):
             ns, cluster = self._cluster(ref)
-            meta = _meta(cluster)
+            meta = object_meta(cluster)
             where = f"{ns}/{ref.name}"
-            before = decode_taints(_annotations(cluster).get(TAINTS_ANNOTATION), where)
+            before = decode_taints(object_annotations(cluster).get(TAINTS_ANNOTATION), where)
             after = change(before)
             label = schedulable_label(after)
             changed = after != before
             # A webhook bypass left by a lost second write goes with the next taint write.
-            bypass = BYPASS_MARKER in _annotations(cluster)
+            bypass = BYPASS_MARKER in object_annotations(cluster)
             if (
                 not changed
                 and not bypass
@@ -75,7 +75,7 @@ class TaintWrites(KubeAccess):
                     },
                 )
             except Exception as err:
-                if _status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
+                if status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
                     continue
                 raise
             return changed

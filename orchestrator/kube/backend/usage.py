@@ -24,9 +24,9 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.backend.access import (
     CONFLICT_RETRIES,
     KubeAccess,
-    _annotations,
-    _meta,
-    _status_code,
+    object_annotations,
+    object_meta,
+    status_code,
 )
 from orchestrator.kube.backend.port import (
     BackendError,
@@ -51,7 +51,7 @@ class UsageObserver(KubeAccess):
         except workload.WorkloadUnreachable as err:
             return UsageRead(partial=str(err))
         except Exception as err:
-            if _status_code(err) in (401, 403):
+            if status_code(err) in (401, 403):
                 raise
             return UsageRead(partial=f"observing {ns}/{ref.name}: {workload.failure_reason(err)}")
         return UsageRead(tuple(usage), tuple(blockers), partial)
@@ -63,7 +63,7 @@ class UsageObserver(KubeAccess):
             ns, cluster = self._cluster(ref)
             where = f"Cluster {ns}/{ref.name}"
             try:
-                recorded = record_of(_annotations(cluster), where)
+                recorded = record_of(object_annotations(cluster), where)
             except ObservedRecordError as err:
                 raise InvalidObjectError(
                     f"{err} (delete the annotation to start a new record)"
@@ -71,18 +71,18 @@ class UsageObserver(KubeAccess):
             merged = merge_usage(recorded, fresh, now)
             # A clean cluster keeps no record (and costs no PATCH); an emptied one loses it.
             text = encode_record(merged) if merged else None
-            if text == _annotations(cluster).get(OBSERVED_ANNOTATION):
+            if text == object_annotations(cluster).get(OBSERVED_ANNOTATION):
                 return merged
             body = {
                 "metadata": {
-                    "resourceVersion": _meta(cluster)["resourceVersion"],
+                    "resourceVersion": object_meta(cluster)["resourceVersion"],
                     "annotations": {OBSERVED_ANNOTATION: text},
                 }
             }
             try:
                 self._patch(capi.CLUSTER, ns, ref.name, body)
             except Exception as err:
-                if _status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
+                if status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
                     continue
                 raise
             return merged

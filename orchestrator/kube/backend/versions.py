@@ -36,10 +36,10 @@ from orchestrator.kube import capi
 from orchestrator.kube.backend.access import (
     CONFLICT_RETRIES,
     KubeAccess,
-    _annotations,
-    _meta,
-    _same,
-    _status_code,
+    object_annotations,
+    object_meta,
+    same_version,
+    status_code,
 )
 from orchestrator.kube.backend.port import (
     BackendError,
@@ -67,7 +67,7 @@ def _expect(seen: list[str], current: str, version: str, what: str) -> None:
     """
     if not seen:
         seen.append(current)
-    elif not _same(current, seen[0]) and not _same(current, version):
+    elif not same_version(current, seen[0]) and not same_version(current, version):
         raise VersionChangedError(
             f"{what} now declares {current}; the step expected {seen[0]} or {version}: "
             "changed by someone else"
@@ -90,16 +90,19 @@ class VersionWrites(KubeAccess):
         kind = capi.KUBEADM_CONTROL_PLANE
         obj = self._get(kind, ns, self._kcp_name(cluster))
         current = str((obj.get("spec") or {}).get("version"))
-        if _same(current, version) and _annotations(obj).get(STEP_ANNOTATION) == step_id:
+        if (
+            same_version(current, version)
+            and object_annotations(obj).get(STEP_ANNOTATION) == step_id
+        ):
             return
         _expect(seen, current, version, f"control plane of {ref.name}")
         self._patch(
             kind,
             ns,
-            str(_meta(obj)["name"]),
+            str(object_meta(obj)["name"]),
             {
                 "metadata": {
-                    "resourceVersion": _meta(obj)["resourceVersion"],
+                    "resourceVersion": object_meta(obj)["resourceVersion"],
                     "annotations": {STEP_ANNOTATION: step_id},
                 },
                 "spec": {"version": version},
@@ -111,7 +114,7 @@ class VersionWrites(KubeAccess):
         """The cluster's MachineDeployments that belong to a topology entry, by entry name."""
         out: dict[str, dict[str, Any]] = {}
         for md in self._list(capi.MACHINE_DEPLOYMENT, ns, f"{capi.CLUSTER_NAME_LABEL}={cluster}"):
-            name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+            name = (object_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
             if name:
                 out[str(name)] = md
         return out
@@ -134,18 +137,18 @@ class VersionWrites(KubeAccess):
         webhook would reject any new version; the patch then carries the webhook's documented
         bypass annotation with our marker, removed again right after the write.
         """
-        meta = _meta(cluster)
+        meta = object_meta(cluster)
         current = str((capi.topology(cluster) or {}).get("version"))
         entries = copy.deepcopy(capi.md_topologies(cluster))
         for entry in entries:
             md = mds.get(str(entry.get("name")))
-            if md is None or _same(capi.md_version(md), version):
+            if md is None or same_version(capi.md_version(md), version):
                 continue  # not created yet (CAPI creates it at the topology version) or there
             held = entry.setdefault("metadata", {}).setdefault("annotations", {})
             held.setdefault(DEFER_ANNOTATION, f"{DEFER_PREFIX}{step_id}")
         annotations: dict[str, Any] = {STEP_ANNOTATION: step_id}
-        lagging = [n for n, md in mds.items() if not _same(capi.md_version(md), current)]
-        existing = _annotations(cluster)
+        lagging = [n for n, md in mds.items() if not same_version(capi.md_version(md), current)]
+        existing = object_annotations(cluster)
         if lagging and (UNSAFE_VERSION_ANNOTATION not in existing or BYPASS_MARKER in existing):
             annotations[UNSAFE_VERSION_ANNOTATION] = "true"
             annotations[BYPASS_MARKER] = step_id
@@ -168,7 +171,10 @@ class VersionWrites(KubeAccess):
         seen: list[str],
     ) -> None:
         current = str((capi.topology(cluster) or {}).get("version"))
-        if _same(current, version) and _annotations(cluster).get(STEP_ANNOTATION) == step_id:
+        if (
+            same_version(current, version)
+            and object_annotations(cluster).get(STEP_ANNOTATION) == step_id
+        ):
             self._clear_bypass(ns, ref.name, cluster)  # a retry after a lost second write
             return
         _expect(seen, current, version, f"topology of {ref.name}")
@@ -184,7 +190,7 @@ class VersionWrites(KubeAccess):
         for attempt in range(CONFLICT_RETRIES):
             obj = cluster if cluster is not None else self._get(capi.CLUSTER, ns, name)
             cluster = None
-            if BYPASS_MARKER not in _annotations(obj):
+            if BYPASS_MARKER not in object_annotations(obj):
                 return
             try:
                 self._patch(
@@ -193,13 +199,13 @@ class VersionWrites(KubeAccess):
                     name,
                     {
                         "metadata": {
-                            "resourceVersion": _meta(obj)["resourceVersion"],
+                            "resourceVersion": object_meta(obj)["resourceVersion"],
                             "annotations": {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None},
                         }
                     },
                 )
             except Exception as err:
-                if _status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
+                if status_code(err) == 409 and attempt + 1 < CONFLICT_RETRIES:
                     continue
                 raise
             return
@@ -219,7 +225,7 @@ class VersionWrites(KubeAccess):
         if entry is None:
             raise NotFoundError(
                 f"MachineDeployment {pool}: no topology entry {topology_name!r} in "
-                f"{_meta(cluster).get('name')}"
+                f"{object_meta(cluster).get('name')}"
             )
         annotations = (entry.get("metadata") or {}).get("annotations") or {}
         ours = str(annotations.get(DEFER_ANNOTATION, "")).startswith(DEFER_PREFIX)
@@ -228,18 +234,18 @@ class VersionWrites(KubeAccess):
         if capi.deferred(entries, topology_name):
             held = DEFER_ANNOTATION if DEFER_ANNOTATION in annotations else HOLD_ANNOTATION
             raise BackendError(
-                f"MachineDeployment {pool} of {_meta(cluster).get('name')} is held by {held} "
+                f"MachineDeployment {pool} of {object_meta(cluster).get('name')} is held by {held} "
                 "that the calibrator did not set; remove it (or skip the cluster) to continue"
             )
         if not ours:
             return None
-        marker = BYPASS_MARKER in _annotations(cluster)
+        marker = BYPASS_MARKER in object_annotations(cluster)
         meta_annotations: dict[str, Any] = {STEP_ANNOTATION: step_id}
         if marker:
             meta_annotations |= {UNSAFE_VERSION_ANNOTATION: None, BYPASS_MARKER: None}
         return {
             "metadata": {
-                "resourceVersion": _meta(cluster)["resourceVersion"],
+                "resourceVersion": object_meta(cluster)["resourceVersion"],
                 "annotations": meta_annotations,
             },
             "spec": {"topology": {"workers": {"machineDeployments": entries}}},
@@ -257,9 +263,9 @@ class VersionWrites(KubeAccess):
         if owner != ref.name:
             raise NotFoundError(f"MachineDeployment {pool} does not belong to cluster {ref.name}")
         topo = capi.topology(cluster)
-        topology_name = (_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
+        topology_name = (object_meta(md).get("labels") or {}).get(TOPOLOGY_MD_LABEL)
         if topo and topology_name:
-            if not _same(str(topo["version"]), version):
+            if not same_version(str(topo["version"]), version):
                 raise BackendError(
                     f"{ref.name} is a managed topology at {topo['version']}: its "
                     f"MachineDeployment {pool} follows topology.version and cannot be set to "
@@ -273,7 +279,10 @@ class VersionWrites(KubeAccess):
             self._record(ref.name, pool, version, step_id, capi.CLUSTER[1])
             return
         current = capi.md_version(md)
-        if _same(current, version) and _annotations(md).get(STEP_ANNOTATION) == step_id:
+        if (
+            same_version(current, version)
+            and object_annotations(md).get(STEP_ANNOTATION) == step_id
+        ):
             return
         _expect(seen, str(current), version, f"MachineDeployment {pool}")
         self._patch(
@@ -282,7 +291,7 @@ class VersionWrites(KubeAccess):
             pool,
             {
                 "metadata": {
-                    "resourceVersion": _meta(md)["resourceVersion"],
+                    "resourceVersion": object_meta(md)["resourceVersion"],
                     "annotations": {STEP_ANNOTATION: step_id},
                 },
                 "spec": {"template": {"spec": {"version": version}}},

@@ -7,30 +7,30 @@ from __future__ import annotations
 
 from orchestrator.placement.framework import Registry
 from orchestrator.placement.plugins.api_compatibility import ApiCompatibility
-from orchestrator.placement.plugins.cluster_affinity import ClusterAffinity
+from orchestrator.placement.plugins.cluster_affinity import ClusterAffinityFilter
 from orchestrator.placement.plugins.locality import ClusterLocality
 from orchestrator.placement.plugins.network_latency import NetworkLatency
 from orchestrator.placement.plugins.resource_balance import ResourceBalance
 from orchestrator.placement.plugins.resource_fit import ResourceFit
-from orchestrator.placement.plugins.spread_constraint import SpreadConstraint
+from orchestrator.placement.plugins.spread_constraint import SpreadConstraintFilter
 from orchestrator.placement.plugins.taint_toleration import TaintToleration
 
 __all__ = [
     "DEFAULT_REGISTRY",
     "ApiCompatibility",
-    "ClusterAffinity",
+    "ClusterAffinityFilter",
     "ClusterLocality",
     "NetworkLatency",
     "ResourceBalance",
     "ResourceFit",
-    "SpreadConstraint",
+    "SpreadConstraintFilter",
     "TaintToleration",
 ]
 
 DEFAULT_REGISTRY = Registry(
     [
-        ClusterAffinity(),
-        SpreadConstraint(),
+        ClusterAffinityFilter(),
+        SpreadConstraintFilter(),
         TaintToleration(),
         ApiCompatibility(),
         NetworkLatency(),

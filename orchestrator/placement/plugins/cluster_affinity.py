@@ -17,7 +17,7 @@ from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 
 
-class ClusterAffinity:
+class ClusterAffinityFilter:
     """Names (if any) AND selectors AND not excluded, like Karmada's ClusterAffinity filter."""
 
     name = "ClusterAffinity"

@@ -14,7 +14,7 @@ from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 
 
-class SpreadConstraint:
+class SpreadConstraintFilter:
     """Reject clusters lacking the region, zones or provider the workload spreads by."""
 
     name = "SpreadConstraint"

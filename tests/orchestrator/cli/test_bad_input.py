@@ -30,7 +30,8 @@ TARGET = "v1.35.0"
 runner = CliRunner()
 
 
-def _bomb(levels: int = 9) -> str:
+def alias_bomb(levels: int = 9) -> str:
+    """A small YAML whose aliases expand exponentially; public: benchmarks/bad_inputs.py uses it."""
     text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
     for i in range(1, levels + 1):
         prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
@@ -89,7 +90,7 @@ def _dup_taint(doc: dict[str, Any]) -> None:
 
 # (id, snapshot text or bytes, message fragment)
 SNAPSHOTS: list[tuple[str, str | bytes, str]] = [
-    ("alias-bomb", _bomb(), "aliases expand to more than"),
+    ("alias-bomb", alias_bomb(), "aliases expand to more than"),
     ("deep-flow-20k", "clusters: " + "[" * 20_000 + "]" * 20_000, "nests deeper than 64"),
     ("deep-json-20k", "[" * 20_000 + "]" * 20_000, "nests too deep"),
     ("deep-block-20k", "clusters:\n" + "- " * 20_000 + "x\n", "nests deeper than 64"),
@@ -359,7 +360,7 @@ STRATEGIES: list[tuple[str, str, str]] = [
     ),
     ("window-start", _strategy(_set("maintenanceWindows.0.start", "25:00")), "expected HH:MM"),
     ("stages-empty", _strategy(_set("stages", [])), "non-empty list"),
-    ("alias-bomb", _bomb(), "aliases expand to more than"),
+    ("alias-bomb", alias_bomb(), "aliases expand to more than"),
     ("duplicate-key", "stages: []\nstages: []\n", "duplicate key 'stages'"),
 ]
 
@@ -506,8 +507,11 @@ def test_a_file_past_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
     )
 
 
-def _large_snapshot_json(clusters: int, workloads: int, duplicate_last: bool) -> str:
-    """A valid fleet of realistic entries as compact JSON, built as text (fast, little memory)."""
+def large_snapshot_json(clusters: int, workloads: int, duplicate_last: bool) -> str:
+    """A valid fleet of realistic entries as compact JSON, built as text (fast, little memory).
+
+    Public: benchmarks/bad_inputs.py measures the CLI on it in a fresh process.
+    """
     versions = FLEET["availableVersions"]
     envs = ("prod", "staging", "dev")
     cluster_rows = [
@@ -542,7 +546,7 @@ def test_a_50_mb_snapshot_is_parsed_in_bounded_time_and_memory(tmp_path: Path) -
     with that one error, after a linear duplicate check (the quadratic one took minutes).
     """
     path = tmp_path / "fleet.json"
-    path.write_text(_large_snapshot_json(25_000, 165_000, duplicate_last=True))
+    path.write_text(large_snapshot_json(25_000, 165_000, duplicate_last=True))
     size = path.stat().st_size
     assert 48_000_000 < size < MAX_DOCUMENT_BYTES, size
     _assert_one_error(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli import inputs
 from orchestrator.cli.main import app
 from orchestrator.cli.output import EXIT_BAD_INPUT, EXIT_FOUND, EXIT_OK, EXIT_PARTIAL
 
@@ -115,7 +115,7 @@ def test_check_refuses_an_unknown_level_as_bad_input() -> None:
 @pytest.fixture
 def fixed_day(monkeypatch: pytest.MonkeyPatch) -> None:
     """Support status depends on the day; the gate's answer must not."""
-    monkeypatch.setattr(main, "_today", lambda: date(2026, 12, 4))
+    monkeypatch.setattr(inputs, "today", lambda: date(2026, 12, 4))
 
 
 def _drift(*args: str) -> tuple[int, str, str]:

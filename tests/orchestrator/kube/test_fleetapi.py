@@ -148,7 +148,9 @@ def test_default_workload_is_a_minimal_object() -> None:
 
 
 OWNER = {"metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "generation": 7}}
-DECISION = fleetapi.Decision("shop/web", (("prod-eu-1", 2), ("prod-us-1", 10)), "x: after step 1/2")
+DECISION = fleetapi.PlacementDecision(
+    "shop/web", (("prod-eu-1", 2), ("prod-us-1", 10)), "x: after step 1/2"
+)
 
 
 def test_placement_decision_is_the_argo_cd_duck_type() -> None:
@@ -348,8 +350,8 @@ def test_reader_is_one_list_call_and_missing_crds_are_named() -> None:
 def test_writer_links_once_and_rewrites_status() -> None:
     dyn = FakeDyn()
     dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
-    first = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
-    second = fleetapi.Decision(f"{NS}/web", (("b", 2), ("c", 2)), "two")
+    first = fleetapi.PlacementDecision(f"{NS}/web", (("a", 1),), "one")
+    second = fleetapi.PlacementDecision(f"{NS}/web", (("b", 2), ("c", 2)), "two")
     when = datetime(2026, 1, 1, tzinfo=UTC)
     outcome = fleetapi.write_placement_decisions(dyn, [first], NS, when)
     assert outcome == fleetapi.WriteOutcome((f"{NS}/web",), ())
@@ -411,7 +413,7 @@ def test_quantity_pattern_admits_no_exponent_or_length_the_parser_refuses(
 def test_writer_skips_unchanged_decisions_and_repairs_a_stale_mirror() -> None:
     dyn = FakeDyn()
     dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
-    decision = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    decision = fleetapi.PlacementDecision(f"{NS}/web", (("a", 1),), "one")
     fleetapi.write_placement_decisions(dyn, [decision], NS)
     dyn.writes.clear()
     again = replace(decision, reason="another step, same outcome")
@@ -430,8 +432,8 @@ def test_writer_is_a_compare_and_swap_on_the_fleet_workload() -> None:
     dyn = FakeDyn()
     dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
     read = fleetapi.workload_versions(fleetapi.list_fleet_workloads(dyn, NS))[f"{NS}/web"]
-    mine = fleetapi.Decision(f"{NS}/web", (("a", 1),), "a: after step 1/2", read)
-    theirs = fleetapi.Decision(f"{NS}/web", (("b", 1),), "b: after step 1/2", read)
+    mine = fleetapi.PlacementDecision(f"{NS}/web", (("a", 1),), "a: after step 1/2", read)
+    theirs = fleetapi.PlacementDecision(f"{NS}/web", (("b", 1),), "b: after step 1/2", read)
     assert fleetapi.write_placement_decisions(dyn, [theirs], NS).written == (f"{NS}/web",)
     dyn.writes.clear()
     # Computed from the same read, now stale: nothing is written, the caller re-reads.
@@ -451,7 +453,7 @@ def test_a_workload_that_outlived_its_namespace_is_skipped_not_fatal() -> None:
     dyn = FakeDyn()
     dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
     dyn.gone_namespaces.add(NS)
-    gone = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    gone = fleetapi.PlacementDecision(f"{NS}/web", (("a", 1),), "one")
     assert fleetapi.write_placement_decisions(dyn, [gone], NS) == fleetapi.WriteOutcome()
     assert not dyn.objects.get("PlacementDecision") and dyn.writes == []
 
@@ -459,7 +461,7 @@ def test_a_workload_that_outlived_its_namespace_is_skipped_not_fatal() -> None:
 def test_a_404_for_the_object_itself_still_fails() -> None:
     dyn = FakeDyn()
     dyn.add("FleetWorkload", {"metadata": {"name": "web", "uid": "u", "generation": 1}})
-    decision = fleetapi.Decision(f"{NS}/web", (("a", 1),), "one")
+    decision = fleetapi.PlacementDecision(f"{NS}/web", (("a", 1),), "one")
     writer = fleetapi.PlacementWriter(dyn, [decision], NS)
     del dyn.objects["FleetWorkload"][(NS, "web")]  # deleted after the LIST: its status 404s
     with pytest.raises(ApiError) as caught:

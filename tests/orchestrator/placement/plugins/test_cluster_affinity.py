@@ -5,10 +5,10 @@ from typing import Any
 import pytest
 
 from orchestrator.placement import place
-from orchestrator.placement.plugins.cluster_affinity import ClusterAffinity
+from orchestrator.placement.plugins.cluster_affinity import ClusterAffinityFilter
 from tests.orchestrator.placement.fleet import cluster, fleet, single, workload
 
-PLUGIN = ClusterAffinity()
+PLUGIN = ClusterAffinityFilter()
 PROD_EU = {"env": "prod", "region": "eu"}
 
 

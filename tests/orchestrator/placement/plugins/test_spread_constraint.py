@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.placement.plugins.spread_constraint import SpreadConstraint
+from orchestrator.placement.plugins.spread_constraint import SpreadConstraintFilter
 from tests.orchestrator.placement.fleet import cluster, single, workload
 
-PLUGIN = SpreadConstraint()
+PLUGIN = SpreadConstraintFilter()
 
 
 @pytest.mark.parametrize(
