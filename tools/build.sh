@@ -8,6 +8,10 @@
 # Usage:
 #   tools/build.sh              build if needed; the last stdout line is the bin dir
 #   tools/build.sh --print-dir  print the bin dir for the current pins, build nothing
+#   tools/build.sh [--set S] --cached-only
+#                               the bin dir when that set is complete in the cache;
+#                               otherwise exit 3, building nothing (CI runs a set's
+#                               tests early when it is there already)
 #   tools/build.sh --force      rebuild even if the cache dir is complete
 #   tools/build.sh --set pulumi [--print-dir] [--force]
 #                               the same for the Pulumi engine set instead: the
@@ -138,7 +142,14 @@ one_layer_image() {
   rm -rf "$d"
 }
 
-usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+# --cached-only: a set whose cache dir is not complete says so and exits 3, building nothing.
+cached_only_exit() {
+  [[ $MODE == cached-only ]] || return 0
+  log "not cached: $1"
+  exit 3
+}
+
+usage() { sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 
 MODE=build
 FORCE=0
@@ -146,6 +157,7 @@ SET=control-plane
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --print-dir) MODE=print-dir ;;
+    --cached-only) MODE=cached-only ;;
     --force) FORCE=1 ;;
     --set) [[ $# -ge 2 ]] || { usage; die "--set needs a value: control-plane, pulumi, kind, haproxy, capi-images or worker"; }
            SET=$2; shift ;;
@@ -344,6 +356,7 @@ cached_exit() {
 if [[ $FORCE == 0 ]] && complete_dir "$BIN_DIR"; then
   cached_exit
 fi
+cached_only_exit "$BIN_DIR"
 
 mkdir -p "$CACHE_ROOT"
 # Serialise builds of the same key (a second caller waits, then finds the cache).

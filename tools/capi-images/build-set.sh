@@ -255,6 +255,7 @@ capi_images_set_main() {
   if [[ $FORCE == 0 ]] && capi_images_complete_dir "$dir"; then
     log "cached: $dir"; printf '%s\n' "$dir"; exit 0
   fi
+  cached_only_exit "$dir"
   [[ -f $CAPI_IMAGES_CP_DIR/manifest.json ]] \
     || die "[capi-images] the control-plane set is not built: run tools/build.sh first ($CAPI_IMAGES_CP_DIR)"
   [[ $(id -u) == 0 ]] || die "[capi-images] needs root (image files owned by 65532)"

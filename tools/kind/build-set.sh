@@ -357,6 +357,7 @@ kind_set_main() {
   if [[ $FORCE == 0 ]] && kind_complete_dir "$dir"; then
     log "cached: $dir"; printf '%s\n' "$dir"; exit 0
   fi
+  cached_only_exit "$dir"
   [[ $(id -u) == 0 ]] || die "[kind] needs root (debootstrap, chroot)"
   local t
   for t in debootstrap gcc docker; do

@@ -49,6 +49,7 @@ haproxy_set_main() {
   if [[ $FORCE == 0 ]] && haproxy_complete_dir "$dir"; then
     log "cached: $dir"; printf '%s\n' "$dir"; exit 0
   fi
+  cached_only_exit "$dir"
   [[ $(id -u) == 0 ]] || die "[haproxy] needs root (debootstrap)"
   command -v debootstrap >/dev/null || die "[haproxy] debootstrap not found (apt-get install debootstrap)"
   mkdir -p "$CACHE_ROOT"

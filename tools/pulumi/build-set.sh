@@ -99,6 +99,7 @@ pulumi_set_main() {
     printf '%s\n' "$PBIN_DIR"
     return 0
   fi
+  cached_only_exit "$PBIN_DIR"
 
   mkdir -p "$CACHE_ROOT"
   exec 9>"$CACHE_ROOT/.lock-pulumi-$PKEY"

@@ -30,6 +30,7 @@ worker_set_main() {
   if [[ $FORCE == 0 ]] && worker_complete_dir "$dir"; then
     log "cached: $dir"; printf '%s\n' "$dir"; exit 0
   fi
+  cached_only_exit "$dir"
   [[ $(id -u) == 0 ]] || die "[worker] needs root (debootstrap)"
   command -v debootstrap >/dev/null || die "[worker] debootstrap not found (apt-get install debootstrap)"
   mkdir -p "$CACHE_ROOT"
