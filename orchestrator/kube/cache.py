@@ -425,15 +425,19 @@ class FleetCache:
         self.cache.stop(timeout)
 
     def objects(
-        self, timeout: float = SYNC_TIMEOUT, fresh: Mapping[Hashable, str] | None = None
+        self,
+        *,
+        sync_timeout: float = SYNC_TIMEOUT,
+        fresh: Mapping[Hashable, str] | None = None,
+        fresh_timeout: float = SYNC_TIMEOUT,
     ) -> tuple[FleetObjects, bool]:
         """The fleet's objects from memory, once synced (and at ``fresh`` versions, if given).
 
-        ``CacheNotSynced`` past ``timeout`` s: the caller LISTs instead.
+        ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s): the caller LISTs.
         """
-        self.cache.wait_synced(timeout)
+        self.cache.wait_synced(sync_timeout)
         if fresh:
-            self.cache.wait_for(fresh, timeout)
+            self.cache.wait_for(fresh, fresh_timeout)
         kinds = self.cache.snapshot()
         classes, clusters, control_planes, machine_deployments, workloads = (
             kinds[k] for k in FLEET_KINDS
