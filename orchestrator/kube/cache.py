@@ -139,6 +139,7 @@ class WatchCache:
         max_backoff: float = MAX_BACKOFF,
         keep: Callable[[Obj], Obj] = slim,
         name: str = "watch-cache",
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self._kinds = tuple(kinds)
         self._list = list_fn
@@ -148,6 +149,7 @@ class WatchCache:
         self._max_backoff = max_backoff
         self._keep = keep
         self._name = name
+        self._interrupt = interrupt
         self._stores = {kind: _Store() for kind in self._kinds}
         self._changed = threading.Condition(threading.Lock())
         self._stopping = threading.Event()
@@ -171,10 +173,13 @@ class WatchCache:
     def stop(self, timeout: float = 5.0) -> None:
         """Tell the threads to stop and wait up to ``timeout`` s for them (daemons: never for ever).
 
-        A thread blocked in a watch's read ends when the stream yields or ends; the real source
-        (``FleetCache``) also closes its open watches so that happens at once.
+        A thread blocked in a watch's read ends when the stream yields or ends; ``interrupt``
+        (given to the constructor) closes the open watches so that happens at once (the real
+        source's: ``FleetCache``).
         """
         self._stopping.set()
+        if self._interrupt is not None:
+            self._interrupt()
         with self._changed:
             self._changed.notify_all()
         deadline = time.monotonic() + timeout
@@ -413,6 +418,7 @@ class FleetCache:
             kube_list(dyn, namespace),
             kube_watch(dyn, namespace, self._watches),
             name="fleet-cache",
+            interrupt=self._watches.stop_all,
         )
 
     def start(self) -> None:
@@ -421,7 +427,6 @@ class FleetCache:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Close the watches and end the threads."""
-        self._watches.stop_all()
         self.cache.stop(timeout)
 
     def objects(

@@ -127,7 +127,7 @@ class KubeAccess:
         dyn: Any = None,
         tracer: Any = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
-        cache: bool = False,
+        cache: bool | FleetCache = False,
     ) -> None:
         self._mgmt = mgmt
         self._tracer = tracer
@@ -152,7 +152,14 @@ class KubeAccess:
         # The worker's watch-fed cache of the fleet (``cache=True``; docs/decisions.md, "Reads
         # from a watch-fed cache"), and per cached kind the resourceVersion the next read from it
         # must have seen: this backend's own writes and the versions its conflicts revealed.
-        self._cache = FleetCache(self._dyn, namespace) if cache else None
+        # (Tests pass a FleetCache over fake streams.)
+        self._cache = (
+            cache
+            if isinstance(cache, FleetCache)
+            else FleetCache(self._dyn, namespace)
+            if cache
+            else None
+        )
         self._fresh: dict[Hashable, str] = {}
 
     def start(self) -> None:
