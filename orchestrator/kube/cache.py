@@ -246,12 +246,13 @@ class WatchCache:
     # ------------------------------------------------------------------------------- the loop
 
     def _run(self, kind: Hashable) -> None:
-        version = ""  # "": LIST first
+        version, listed = "", False
         failures = 0
         while not self._stopping.is_set():
             try:
-                if not version:
+                if not listed:
                     version = self._relist(kind)
+                    listed = True
                 events = 0
                 opened = time.monotonic()
                 self.watches[kind] += 1
@@ -266,13 +267,13 @@ class WatchCache:
                     self._stopping.wait(self._backoff)
             except Expired:
                 log.info("%s: %s watch expired (410): listing again", self._name, kind)
-                version = ""
+                listed = False
                 failures += 1
                 if failures > 1:  # a second 410 in a row: do not spin on the API server
                     self._pause(failures)
             except Exception as err:
                 if _status(err) == GONE:
-                    version = ""
+                    listed = False
                 failures += 1
                 log.warning(
                     "%s: %s: %s; again in %.1fs", self._name, kind, err, self._delay(failures)
