@@ -23,7 +23,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from orchestrator.kube import capi, fleetapi
@@ -272,4 +271,3 @@ def test_a_cli_backend_opens_no_watch(plane: LocalPlane, namespace: str) -> None
     _read(backend)
     assert requests.lists() == 2 * len(CACHED)
     assert not requests.watches()
-    assert isinstance(api, client.ApiClient)
