@@ -210,7 +210,8 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
     plane: LocalPlane, dyn: DynamicClient, namespace: str
 ) -> None:
     apply_all(dyn, [_workload("cached-counter", 1)])
-    workers = [_backend(plane), _backend(plane)]
+    requests = [Requests(), Requests()]
+    workers = [_backend(plane, requests[0]), _backend(plane, requests[1])]
     try:
         for backend in workers:
             _follows(backend, "the counter cached", lambda r: "cached-counter" in _workloads(r))
@@ -245,6 +246,11 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
         assert [(r["clusterName"], r["replicas"]) for r in rows] == [
             ("cache-a", str(2 * INCREMENTS))
         ]
+        # Every retry read its cache once it had caught up: no read fell back to LISTing (the
+        # placement writer's own LISTs are of FleetWorkloads and PlacementDecisions only).
+        for r in requests:
+            with r.lock:
+                assert sum(1 for m, res, w in r.seen if res == "clusters" and not w) == 1
         # Both caches end at the stored decision.
         for backend in workers:
             _follows(
