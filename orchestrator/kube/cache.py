@@ -26,11 +26,15 @@ one lock: ``snapshot`` returns, for every kind at one instant, a fresh list of t
 readers must not change them either).
 
 **Bounded memory**: only what the readers need is kept. ``slim`` drops ``metadata.managedFields``
-(per field manager a copy of the field set it owns: often the largest part of a CAPI object).
-That is safe because nothing that reads these objects looks at it: ``orchestrator.kube.fleetmap``,
-``capi`` and ``fleetapi`` read metadata's name, namespace, uid, labels, annotations, generation,
-resourceVersion and deletionTimestamp only (the managedFields readers of
-``apiusage``/``domain.storedscan`` read workload clusters' objects, never these).
+(per field manager a copy of the field set it owns: often the largest part of a CAPI object)
+and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a whole copy of the
+object as last ``kubectl apply``-ed). That is safe because nothing that reads these objects
+looks at either: ``orchestrator.kube.fleetmap``, ``capi`` and ``fleetapi`` read metadata's name,
+namespace, uid, labels, generation, resourceVersion and deletionTimestamp, and of the
+annotations only named keys of their own (taints, the observed-usage record, CAPI's defer and
+hold); the managedFields and last-applied readers (``apiusage``, ``domain.storedscan``) read
+workload clusters' objects, never these. Everything else (spec, status) is kept: the rules in
+``fleetmap`` read both.
 
 The sources are injected: the cache takes a ``list`` function (kind -> objects and the list's
 resourceVersion) and a ``watch`` function (kind, resourceVersion, timeout -> events), so it is
@@ -75,12 +79,22 @@ class Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): LIST again."""
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def slim(obj: Obj) -> Obj:
-    """The object as stored: without ``metadata.managedFields`` (see the module docstring)."""
+    """The object as stored: without managedFields and kubectl's last-applied copy (see above)."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        obj = dict(obj, metadata={k: v for k, v in meta.items() if k != "managedFields"})
-    return obj
+    if not isinstance(meta, dict):
+        return obj
+    notes = meta.get("annotations")
+    copied = notes if isinstance(notes, dict) and LAST_APPLIED in notes else None
+    if "managedFields" not in meta and copied is None:
+        return obj
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if copied is not None:
+        meta["annotations"] = {k: v for k, v in copied.items() if k != LAST_APPLIED}
+    return dict(obj, metadata=meta)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -261,7 +261,9 @@ def test_version_reached(have: str, want: str, reached: bool) -> None:
     assert version_reached(have, want) is reached
 
 
-def test_managed_fields_are_dropped_from_listed_and_watched_objects(feed: Feed) -> None:
+def test_managed_fields_and_last_applied_are_dropped_from_listed_and_watched_objects(
+    feed: Feed,
+) -> None:
     managed = [{"manager": "capi", "fieldsV1": {"f:spec": {}}}]
     listed = obj("a", "3", spec={"x": 1})
     listed["metadata"]["managedFields"] = managed
@@ -270,12 +272,18 @@ def test_managed_fields_are_dropped_from_listed_and_watched_objects(feed: Feed) 
     try:
         watched = obj("b", "8", spec={"y": 2})
         watched["metadata"]["managedFields"] = managed
+        watched["metadata"]["annotations"] = {
+            kcache.LAST_APPLIED: '{"a whole": "copy"}',
+            "calibrator.dev/taints": "[]",
+        }
         feed.push("A", event("ADDED", watched))
         wait_until("b stored", lambda: cache.version("A") == "8")
         stored = {o["metadata"]["name"]: o for o in cache.snapshot()["A"]}
         assert all("managedFields" not in o["metadata"] for o in stored.values())
         assert stored["a"]["spec"] == {"x": 1} and stored["b"]["spec"] == {"y": 2}
         assert stored["a"]["metadata"]["resourceVersion"] == "3"
+        assert stored["b"]["metadata"]["annotations"] == {"calibrator.dev/taints": "[]"}
+        assert kcache.LAST_APPLIED in watched["metadata"]["annotations"], "the event is not changed"
     finally:
         cache.stop()
 
