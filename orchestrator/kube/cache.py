@@ -426,12 +426,20 @@ class FleetCache:
     it); ``objects`` is the inventory's source (the same ``FleetObjects`` a LIST gives).
     """
 
-    def __init__(self, dyn: Any, namespace: str | None, *, cache: WatchCache | None = None) -> None:
+    def __init__(
+        self,
+        dyn: Any,
+        namespace: str | None,
+        *,
+        cache: WatchCache | None = None,
+        watch_timeout: int = WATCH_TIMEOUT,
+    ) -> None:
         self._watches = _Watches()
         self.cache = cache or WatchCache(
             FLEET_KINDS,
             kube_list(dyn, namespace),
             kube_watch(dyn, namespace, self._watches),
+            watch_timeout=watch_timeout,
             name="fleet-cache",
             interrupt=self._watches.stop_all,
         )

@@ -28,7 +28,8 @@ from kubernetes.dynamic import DynamicClient
 from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
-from orchestrator.kube.client import api_client, apply_all, observe_requests
+from orchestrator.kube.cache import FleetCache
+from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import patch, wait_for
@@ -265,6 +266,36 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
     finally:
         for backend in workers:
             backend.close()
+
+
+def test_the_real_watch_reopens_from_its_version_after_the_server_ends_it(
+    plane: LocalPlane, dyn: DynamicClient, namespace: str
+) -> None:
+    """Watches of 2 s: the server ends each, the cache opens the next from where it was.
+
+    No LIST again (that is only for 410), and what changes meanwhile is still followed.
+    """
+    cache = FleetCache(dynamic(api_client(plane.kubeconfig)), NS, watch_timeout=2)
+    cache.start()
+    try:
+        cache.cache.wait_synced(FOLLOW_TIMEOUT)
+        wait_for(
+            "three watches of Clusters",
+            lambda: cache.cache.watches[capi.CLUSTER] >= 3,
+            FOLLOW_TIMEOUT,
+            interval=0.2,
+        )
+        patch(dyn, capi.CLUSTER, NS, "cache-a", {"metadata": {"labels": {"reopened": "yes"}}})
+
+        def labelled() -> bool:
+            found = cache.cache.get(capi.CLUSTER, f"{NS}/cache-a") or {}
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            return bool(labels.get("reopened") == "yes")
+
+        wait_for("the label followed", labelled, FOLLOW_TIMEOUT, interval=0.1)
+        assert cache.cache.lists[capi.CLUSTER] == 1, "a watch that ends is no reason to LIST"
+    finally:
+        cache.stop()
 
 
 def test_a_cli_backend_opens_no_watch(plane: LocalPlane, namespace: str) -> None:
