@@ -25,10 +25,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes.dynamic import DynamicClient
 
+from orchestrator.kube import cache as kcache
 from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
-from orchestrator.kube.cache import FleetCache
+from orchestrator.kube.cache import FleetCache, WatchCache
 from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
@@ -294,6 +295,40 @@ def test_the_real_watch_reopens_from_its_version_after_the_server_ends_it(
 
         wait_for("the label followed", labelled, FOLLOW_TIMEOUT, interval=0.1)
         assert cache.cache.lists[capi.CLUSTER] == 1, "a watch that ends is no reason to LIST"
+    finally:
+        cache.stop()
+
+
+def test_a_version_the_server_no_longer_has_is_410_and_the_cache_lists_again(
+    plane: LocalPlane, namespace: str
+) -> None:
+    """The real server's answer to a watch from a resourceVersion it has forgotten: LIST again.
+
+    The first LIST is made to report resourceVersion 1 (older than anything the server's watch
+    cache holds), so its watch is answered 410 Gone; the cache LISTs again and follows from there.
+    """
+    dyn2 = dynamic(api_client(plane.kubeconfig))
+    listing = kcache.kube_list(dyn2, NS)
+    versions: list[str] = []
+
+    def stale_first(kind: Any) -> tuple[list[dict[str, Any]], str]:
+        items, version = listing(kind)
+        versions.append(version)
+        return items, "1" if len(versions) == 1 else version
+
+    cache = WatchCache(
+        (capi.CLUSTER,), stale_first, kcache.kube_watch(dyn2, NS), watch_timeout=2, backoff=0.1
+    )
+    cache.start()
+    try:
+        wait_for("listed again", lambda: cache.lists[capi.CLUSTER] >= 2, FOLLOW_TIMEOUT, 0.1)
+        wait_for(
+            "at the second list's version",
+            lambda: cache.version(capi.CLUSTER) not in ("", "1"),
+            FOLLOW_TIMEOUT,
+            0.1,
+        )
+        assert f"{NS}/cache-a" in {kcache.key_of(o) for o in cache.snapshot()[capi.CLUSTER]}
     finally:
         cache.stop()
 
