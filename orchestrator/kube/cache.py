@@ -19,7 +19,10 @@ Per kind, one daemon thread:
   error reconnects from the last resourceVersion after a backoff (doubling up to a cap, reset by
   a watch that delivered events), and a LIST that fails is tried again the same way.
 
-The cache is **synced** once every kind has been listed; ``wait_synced`` and ``wait_for`` wait
+A kind whose watch keeps failing (``LAG_AFTER`` attempts in a row, e.g. a watch the API server
+refuses) is **lagging** until one succeeds: ``FleetCache`` readers then LIST instead of
+serving a store that may have stopped moving. The cache is **synced** once every kind has been
+listed; ``wait_synced`` and ``wait_for`` wait
 with a timeout (``CacheNotSynced`` past it), never for ever. Readers take a consistent copy under
 one lock: ``snapshot`` returns, for every kind at one instant, a fresh list of the stored objects
 (objects are replaced whole by events and never changed in place, so the lists may share them;
@@ -67,6 +70,9 @@ WatchFn = Callable[[Hashable, str, int], Iterable[Event]]
 """(kind, resourceVersion to start from, server-side timeout in seconds) -> events."""
 
 WATCH_TIMEOUT = 300  # seconds a watch stays open before it is opened again (client-go: 5-10 min)
+# Failed attempts in a row after which a kind counts as lagging: its store may be behind by more
+# than a reconnect (0.5 + 1 + 2 s of backoff), so readers LIST instead (``FleetCache.objects``).
+LAG_AFTER = 3
 BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 
@@ -133,6 +139,7 @@ class _Store:
         self.objects: dict[str, Obj] = {}
         self.version = ""
         self.synced = False
+        self.failing = 0  # attempts (watch or LIST) failed in a row since the last success
 
 
 class WatchCache:
@@ -242,6 +249,16 @@ class WatchCache:
                     raise CacheNotSynced(f"{self._name}: not {what} within {timeout:g}s")
                 self._changed.wait(left)
 
+    def lagging(self, after: int = LAG_AFTER) -> tuple[Hashable, ...]:
+        """Kinds whose watch (or LIST) has failed ``after`` times in a row, not yet back.
+
+        A store keeps serving what it had while its watch reconnects (what informers do); one
+        that keeps failing (a watch the API server refuses: a ClusterRole without ``watch``)
+        would serve stale data for ever, so its readers are told.
+        """
+        with self._changed:
+            return tuple(k for k, s in self._stores.items() if s.failing >= after)
+
     def snapshot(self) -> dict[Hashable, list[Obj]]:
         """Every kind's objects at one instant (new lists; the objects are shared, read-only)."""
         with self._changed:
@@ -275,6 +292,7 @@ class WatchCache:
                         return
                     version = self._apply(kind, event) or version
                     events += 1
+                self._succeeded(kind)  # the stream ended as the server ends watches
                 if events:
                     failures = 0
                 elif time.monotonic() - opened < 1.0:  # ended at once, empty: do not spin
@@ -289,10 +307,17 @@ class WatchCache:
                 if _status(err) == GONE:
                     listed = False
                 failures += 1
+                with self._changed:
+                    self._stores[kind].failing += 1
+                    self._changed.notify_all()
                 log.warning(
                     "%s: %s: %s; again in %.1fs", self._name, kind, err, self._delay(failures)
                 )
                 self._pause(failures)
+
+    def _succeeded(self, kind: Hashable) -> None:
+        with self._changed:
+            self._stores[kind].failing = 0
 
     def _delay(self, failures: int) -> float:
         return float(min(self._backoff * 2 ** max(0, failures - 1), self._max_backoff))
@@ -309,6 +334,7 @@ class WatchCache:
             store.objects = objects
             store.version = version
             store.synced = True
+            store.failing = 0
             self._changed.notify_all()
         return version
 
@@ -331,6 +357,7 @@ class WatchCache:
                 store.objects.pop(key_of(obj), None)
             elif kind_of_event != "BOOKMARK":
                 return ""
+            store.failing = 0
             if version:
                 store.version = version
             self._changed.notify_all()
@@ -461,9 +488,14 @@ class FleetCache:
     ) -> tuple[FleetObjects, bool]:
         """The fleet's objects from memory, once synced (and at ``fresh`` versions, if given).
 
-        ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s): the caller LISTs.
+        ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s), or at once while a
+        kind is ``lagging``: the caller LISTs.
         """
         self.cache.wait_synced(sync_timeout)
+        behind = self.cache.lagging()
+        if behind:
+            named = ", ".join(str(k[1]) if isinstance(k, tuple) else str(k) for k in behind)
+            raise CacheNotSynced(f"fleet-cache: the watch of {named} keeps failing")
         if fresh:
             self.cache.wait_for(fresh, fresh_timeout)
         kinds = self.cache.snapshot()

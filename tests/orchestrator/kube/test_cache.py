@@ -432,6 +432,28 @@ def test_a_stale_placement_conflicts_and_the_retry_reads_fresh(
         source.closed.set()
 
 
+def test_a_watch_that_keeps_failing_makes_readers_list_until_it_is_back() -> None:
+    dyn = fleet(1)
+    cache, source = fleet_cache(dyn)
+    cache.start()
+    try:
+        cache.objects(sync_timeout=WAIT)
+        for _ in range(kcache.LAG_AFTER):
+            source.push(capi.CLUSTER, ApiError(403))  # e.g. a ClusterRole without watch
+        wait_until("lagging", lambda: cache.cache.lagging() == (capi.CLUSTER,))
+        began = time.monotonic()
+        with pytest.raises(CacheNotSynced, match="the watch of Cluster keeps failing"):
+            cache.objects(sync_timeout=WAIT)
+        assert time.monotonic() - began < 1, "no wait: the caller LISTs at once"
+        source.push(
+            capi.CLUSTER, {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "99"}}}
+        )
+        wait_until("back", lambda: not cache.cache.lagging())
+        cache.objects(sync_timeout=WAIT)
+    finally:
+        cache.stop()
+
+
 def test_the_backend_reads_its_own_version_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A taint (a Cluster patch) is seen by the next inventory read: it waits for the watch."""
     monkeypatch.setattr(backend_inventory, "FRESH_TIMEOUT", 5.0)
