@@ -4,6 +4,9 @@
   kube-apiserver (each within a bounded wait, polled), and once synced the inventory reads
   issue no LIST of the five cached kinds: only the watches talk to the server. Every request of
   the backend's client is counted by one hook on ``call_api`` (``client.observe_requests``).
+* The real watch: reopened from its resourceVersion when the server ends it (no LIST), and a
+  resourceVersion the server has forgotten answered 410, after which the cache LISTs again.
+* The worker's own ClusterRole (deploy/rbac) may list and watch what the cache reads.
 * Two backends on one namespace, each with its own cache (two worker processes on one task
   queue), place one workload concurrently, read-place-write rounds as the ``replace`` activity
   does: decisions computed from a cache that is behind fail their compare-and-swap and are
@@ -33,6 +36,7 @@ from orchestrator.kube.cache import FleetCache, WatchCache
 from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
+from tests.integration.conftest import WorkerIdentity
 from tests.integration.helpers import patch, wait_for
 
 pytestmark = pytest.mark.integration
@@ -64,18 +68,26 @@ def _workload(name: str, replicas: int = 1) -> dict[str, Any]:
 
 @dataclass
 class Requests:
-    """(method, resource, watch?) of every request a client sent."""
+    """(method, resource, watch?) of every request a client sent, and the watches answered 200."""
 
     seen: list[tuple[str, str, bool]] = field(default_factory=list)
+    watched: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextlib.contextmanager
     def observe(self, method: str, url: str) -> Iterator[Callable[[int], None]]:
         parts = urlsplit(url)
         watch = parse_qs(parts.query).get("watch", [""])[0].lower() == "true"
+        resource = parts.path.rstrip("/").rsplit("/", 1)[-1]
         with self.lock:
-            self.seen.append((method, parts.path.rstrip("/").rsplit("/", 1)[-1], watch))
-        yield lambda status: None
+            self.seen.append((method, resource, watch))
+
+        def answered(status: int) -> None:
+            if watch and status == 200:
+                with self.lock:
+                    self.watched.add(resource)
+
+        yield answered
 
     def lists(self) -> int:
         """LISTs of the cached kinds (a GET of a collection, not a watch)."""
@@ -331,6 +343,26 @@ def test_a_version_the_server_no_longer_has_is_410_and_the_cache_lists_again(
         assert f"{NS}/cache-a" in {kcache.key_of(o) for o in cache.snapshot()[capi.CLUSTER]}
     finally:
         cache.stop()
+
+
+def test_the_workers_own_role_may_list_and_watch_what_it_caches(
+    worker_identity: WorkerIdentity, namespace: str
+) -> None:
+    """deploy/rbac's ClusterRole is enough for the cache: reads come from it, none LISTs."""
+    requests = Requests()
+    api = worker_identity.client()
+    observe_requests(api, requests.observe)
+    backend = KubeFleetBackend(api, NS, cache=True)
+    backend.start()
+    try:
+        for _ in range(3):
+            assert "cache-a" in _listed(_read(backend))
+        with requests.lock:
+            assert sum(1 for m, r, w in requests.seen if r == "clusters" and not w) == 1
+        wait_for("every watch allowed", lambda: requests.watched >= CACHED, FOLLOW_TIMEOUT, 0.1)
+        assert backend._cache is not None and not backend._cache.cache.lagging()
+    finally:
+        backend.close()
 
 
 def test_a_cli_backend_opens_no_watch(plane: LocalPlane, namespace: str) -> None:
