@@ -181,15 +181,16 @@ class WatchCache:
     # ------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Start one daemon thread per kind (once)."""
-        if self._threads:
-            return
-        for kind in self._kinds:
-            thread = threading.Thread(
-                target=self._run, args=(kind,), name=f"{self._name}-{kind}", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
+        """Start one daemon thread per kind (once, whoever calls first: readers may race)."""
+        with self._changed:
+            if self._threads:
+                return
+            for kind in self._kinds:
+                thread = threading.Thread(
+                    target=self._run, args=(kind,), name=f"{self._name}-{kind}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Tell the threads to stop and wait up to ``timeout`` s for them (daemons: never for ever).

@@ -331,6 +331,20 @@ def test_concurrent_readers_get_consistent_snapshots(feed: Feed) -> None:
     assert len(cache.snapshot()["A"]) == count
 
 
+def test_racing_starts_start_one_thread_per_kind(feed: Feed) -> None:
+    feed.lists["A"] = [([], "1")]
+    cache = WatchCache(("A",), feed.list, feed.watch, interrupt=feed.closed.set, name="race")
+    starters = [threading.Thread(target=cache.start) for _ in range(8)]
+    for s in starters:
+        s.start()
+    for s in starters:
+        s.join(WAIT)
+    try:
+        assert len([t for t in threading.enumerate() if t.name.startswith("race-")]) == 1
+    finally:
+        cache.stop()
+
+
 def test_stop_ends_the_threads(feed: Feed) -> None:
     feed.lists["A"] = [([], "1")]
     cache = started(feed)
