@@ -205,16 +205,25 @@ def register(app: typer.Typer) -> None:
         connection = resolve(temporal)  # bad connection settings fail before anything starts
         telemetry = worker_telemetry(metrics_address)
         health = worker_health(health_address)
+        backend: KubeFleetBackend | None = None
         try:
             config = kubeconfig_path(kubeconfig)
             plans = plan_namespace(config, namespace)
+            # The worker's one watch-fed cache of the fleet, shared by every activity (issue 29);
+            # the one-shot commands build theirs without one and LIST.
             backend = KubeFleetBackend.from_kubeconfig(
-                config, context, namespace=namespace, plan_namespace=plans, tracer=telemetry.tracer
+                config,
+                context,
+                namespace=namespace,
+                plan_namespace=plans,
+                tracer=telemetry.tracer,
+                cache=True,
             )
             try:
                 backend.check_api()
             except NotFoundError as err:
                 fail(str(err))
+            backend.start()  # LISTs and watches in the background; the first read waits
 
             async def main() -> None:
                 client = await _client(
@@ -233,6 +242,8 @@ def register(app: typer.Typer) -> None:
             with contextlib.suppress(KeyboardInterrupt):
                 _run(main())
         finally:
+            if backend is not None:
+                backend.close()  # the cache's watches end with the worker
             if health is not None:
                 health.close()
             telemetry.close()

@@ -71,6 +71,24 @@ def list_pages(
     resourceVersion). When the token expires midway (410: etcd compacted meanwhile), this does
     what client-go's pager does: one full LIST instead.
     """
+    items, _ = list_snapshot(
+        resource, namespace=namespace, label_selector=label_selector, page_size=page_size
+    )
+    return items
+
+
+def list_snapshot(
+    resource: Any,
+    *,
+    namespace: str | None = None,
+    label_selector: str = "",
+    page_size: int = PAGE_SIZE,
+) -> tuple[list[dict[str, Any]], str]:
+    """``list_pages`` and the list's ``resourceVersion`` (where a watch of the same read starts).
+
+    Every page of one paginated LIST carries the resourceVersion of the one consistent read
+    they come from; after a 410 on the continue token the full LIST's own is returned.
+    """
     base: dict[str, Any] = {}
     if namespace:
         base["namespace"] = namespace
@@ -86,13 +104,17 @@ def list_pages(
             page = read_json(resource.get, **kwargs)
         except Exception as err:
             if token and getattr(err, "status", None) == GONE:
-                full: list[dict[str, Any]] = read_json(resource.get, **base).get("items") or []
-                return full
+                full = read_json(resource.get, **base)
+                return full.get("items") or [], _list_version(full)
             raise
         items += page.get("items") or []
         token = (page.get("metadata") or {}).get("continue") or None
         if not token:
-            return items
+            return items, _list_version(page)
+
+
+def _list_version(page: dict[str, Any]) -> str:
+    return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def in_cluster() -> bool:

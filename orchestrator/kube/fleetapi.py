@@ -430,6 +430,9 @@ class PlacementWriter:
     ) -> None:
         self._dyn = dyn
         self._when = now or datetime.now(UTC)
+        # workload -> the FleetWorkload's resourceVersion this writer saw newer than the
+        # decision's (a conflict) or committed: a cache the next read comes from must reach it.
+        self.versions: dict[str, str] = {}
         self._owners: dict[str, Mapping[str, Any]] = {}
         self._existing: dict[str, Mapping[str, Any]] = {}
         if not decisions:
@@ -468,6 +471,7 @@ class PlacementWriter:
         owner = self._owners[d.workload]
         version = str(_meta(owner).get("resourceVersion"))
         if d.resource_version and d.resource_version != version:
+            self.versions[d.workload] = version
             return CONFLICTED
         pd = self._existing.get(d.workload)
         if pd is not None and not _owned_by(pd, owner):
@@ -485,7 +489,9 @@ class PlacementWriter:
             except Exception as err:
                 if _status_code(err) != CONFLICT:
                     raise
+                self.versions[d.workload] = version
                 return CONFLICTED
+            self.versions[d.workload] = committed
         _mirror(self._dyn, owner, d, pd, committed)
         return WRITTEN
 

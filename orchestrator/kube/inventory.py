@@ -4,7 +4,9 @@
 ``read_fleet``, which returns the port's ``Inventory`` (one type for both); what the objects mean
 is decided by the pure ``orchestrator.kube.fleetmap``.
 
-Cost, whatever the fleet size: one paginated LIST (``limit``/``continue``,
+The objects come from a source (``ObjectSource``): by default LISTs, in the worker its
+watch-fed cache (``orchestrator.kube.cache``: memory, no request). Cost of the LIST source,
+whatever the fleet size: one paginated LIST (``limit``/``continue``,
 ``client.list_pages``) per kind - ClusterClasses, Clusters, KubeadmControlPlanes,
 MachineDeployments, FleetWorkloads - in one namespace or all, and no per-object GET on the
 management cluster. Probing (the CLI's default; the worker observes clusters one by one instead)
@@ -38,6 +40,11 @@ from orchestrator.kube.fleetmap import (
 PROBE_CONCURRENCY = 16
 Probe = Callable[[str, str], WorkloadClusterStatus]
 """(namespace, cluster) -> what the workload cluster reports (``workload.probe`` bound to a client)."""
+ObjectSource = Callable[[], tuple[FleetObjects, bool]]
+"""Where ``read_fleet`` gets the objects: () -> (objects, whether FleetWorkloads are served).
+
+``list_objects`` bound to a client (the CLI, a backend without a cache) or a watch-fed cache's
+``FleetCache.objects`` (the worker): either way ``fleetmap`` maps the same ``FleetObjects``."""
 
 
 def _resource(dyn: Any, kind: tuple[str, str]) -> Any:
@@ -89,6 +96,19 @@ def probe_all(
         return {c.name: status for c, status in zip(fleet.clusters, results, strict=True)}
 
 
+def listing(
+    dyn: Any,
+    namespace: str | None = None,
+    *,
+    require_workloads: bool = True,
+    page_size: int = PAGE_SIZE,
+) -> ObjectSource:
+    """The LIST source: ``list_objects`` of ``namespace`` (None: every namespace), when called."""
+    return lambda: list_objects(
+        dyn, namespace, require_workloads=require_workloads, page_size=page_size
+    )
+
+
 def read_fleet(
     dyn: Any,
     namespace: str | None = None,
@@ -97,16 +117,19 @@ def read_fleet(
     require_workloads: bool = True,
     concurrency: int = PROBE_CONCURRENCY,
     page_size: int = PAGE_SIZE,
+    source: ObjectSource | None = None,
 ) -> Inventory:
     """The fleet of ``namespace`` (None: every namespace) as one validated FleetSnapshot.
 
-    ``probe`` (None: no workload-cluster access) fills each cluster's ``workloadCluster``.
-    Raises ``InventoryError`` when the objects cannot form one snapshot (the message names the
-    object) and ``fleetapi.ApiMissingError`` as ``list_objects`` says.
+    ``source`` gives the objects (default: ``listing`` of ``dyn`` and ``namespace``, one LIST
+    per kind now; the worker passes its watch-fed cache's). ``probe`` (None: no
+    workload-cluster access) fills each cluster's ``workloadCluster``. Raises ``InventoryError``
+    when the objects cannot form one snapshot (the message names the object) and
+    ``fleetapi.ApiMissingError`` as ``list_objects`` says.
     """
-    objects, served = list_objects(
-        dyn, namespace, require_workloads=require_workloads, page_size=page_size
-    )
+    if source is None:
+        source = listing(dyn, namespace, require_workloads=require_workloads, page_size=page_size)
+    objects, served = source()
     fleet = map_clusters(objects)
     observed = None
     if probe is not None:

@@ -20,7 +20,7 @@ import contextvars
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, workload
 from orchestrator.kube.backend.port import BackendError, ClusterRef, NotAllowedError, NotFoundError
+from orchestrator.kube.cache import FLEET_KINDS, FleetCache, version_reached
 from orchestrator.kube.client import (
     DEFAULT_REQUESTS,
     RETRYABLE_ERRORS,
@@ -126,6 +127,7 @@ class KubeAccess:
         dyn: Any = None,
         tracer: Any = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
+        cache: bool | FleetCache = False,
     ) -> None:
         self._mgmt = mgmt
         self._tracer = tracer
@@ -147,6 +149,37 @@ class KubeAccess:
         self._workload_clients: dict[tuple[str, str], Any] = {}
         self._threads = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="kube-call")
         self._fleet_reads = ThreadPoolExecutor(FLEET_READERS, thread_name_prefix="fleet-read")
+        # The worker's watch-fed cache of the fleet (``cache=True``; docs/decisions.md, "Reads
+        # from a watch-fed cache"), and per cached kind the resourceVersion the next read from it
+        # must have seen: this backend's own writes and the versions its conflicts revealed.
+        # (Tests pass a FleetCache over fake streams.)
+        self._cache = (
+            cache
+            if isinstance(cache, FleetCache)
+            else FleetCache(self._dyn, namespace)
+            if cache
+            else None
+        )
+        self._fresh: dict[Hashable, str] = {}
+
+    def start(self) -> None:
+        """Start the watch-fed cache, if this backend has one (idempotent; returns at once)."""
+        if self._cache is not None:
+            self._cache.start()
+
+    def close(self) -> None:
+        """Stop the cache's watches (the worker stops); a backend without one has nothing to do."""
+        if self._cache is not None:
+            self._cache.stop()
+
+    def _saw(self, kind: tuple[str, str], version: str) -> None:
+        """A cached kind is at ``version`` or later: the cache must reach it before it is read."""
+        if self._cache is None or not version or kind not in FLEET_KINDS:
+            return
+        with self._lock:
+            have = self._fresh.get(kind, "")
+            if not have or version_reached(version, have):
+                self._fresh[kind] = version
 
     def retried(self, method: str, url: str, why: str, delay: float) -> None:
         """Called before a request is tried again (``client.harden``); a no-op here.
@@ -189,6 +222,7 @@ class KubeAccess:
             if status_code(err) == 404:
                 raise NotFoundError(f"{kind[1]} {namespace}/{name} not found") from None
             raise
+        self._saw(kind, str(object_meta(obj).get("resourceVersion") or ""))  # read your writes
         return obj
 
     def _namespace_of(self, ref: ClusterRef) -> str:

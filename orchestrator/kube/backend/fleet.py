@@ -9,7 +9,7 @@ is synchronous: every protocol method runs its calls in a thread (``asyncio.to_t
 What it reads and writes:
 
 What it reads and writes, one module per concern (each module's docstring has the details):
-``inventory`` (the fleet from LIST calls), ``rollout`` (``observe``: CAPI rollout state, Nodes,
+``inventory`` (the fleet from the watch-fed cache or LIST calls), ``rollout`` (``observe``: CAPI rollout state, Nodes,
 taints), ``versions`` (declared versions, efficient topology upgrades, patches), ``taints``,
 ``usage`` (observed API usage and its record on the Cluster), ``placement`` (FleetWorkloads and
 PlacementDecisions), ``blobs`` (the calibration plan), and
@@ -49,7 +49,10 @@ class KubeFleetBackend(
     the dynamic client built from ``mgmt`` (unit tests pass a fake). With an OpenTelemetry
     ``tracer`` every protocol call is a ``kube.<operation>`` span (a child of the activity's span)
     and every HTTP request to the management or a workload cluster a CLIENT span under it; without
-    one nothing is traced and nothing of OpenTelemetry is imported.
+    one nothing is traced and nothing of OpenTelemetry is imported. With ``cache=True`` (the
+    worker: ``calibrator worker``) the inventory reads a watch-fed cache of the fleet
+    (``orchestrator.kube.cache``), shared by every activity, started by ``start`` (or the first
+    read) and stopped by ``close``; without it (the CLI's one-shot commands) each read LISTs.
     """
 
     @classmethod

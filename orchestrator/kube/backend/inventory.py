@@ -1,28 +1,62 @@
-"""The fleet read of ``KubeFleetBackend``: a FleetSnapshot from LIST calls.
+"""The fleet read of ``KubeFleetBackend``: a FleetSnapshot from the cache or from LIST calls.
 
 * **Inventory**: ``orchestrator.kube.inventory.read_fleet``, the code path the CLI's live mode
-  uses too: one paginated LIST per kind, in one namespace or all, no per-object GETs, no
-  workload-cluster probing (``observe`` reads each cluster when a step needs it). Its rules
-  (declared versions, clusters left out and why) are in ``orchestrator.kube.fleetmap``.
+  uses too, no per-object GETs, no workload-cluster probing (``observe`` reads each cluster
+  when a step needs it). Its rules (declared versions, clusters left out and why) are in
+  ``orchestrator.kube.fleetmap``.
+* **The objects' source**, the one switch: a backend with a watch-fed cache (the worker's,
+  ``cache=True``) reads them from memory (``orchestrator.kube.cache.FleetCache``), once the
+  cache is synced and has seen every resourceVersion this backend wrote or was shown by a
+  conflict (read your writes; docs/decisions.md, "Reads from a watch-fed cache"); one without
+  (the CLI's one-shot commands, which must not open watches) LISTs each kind, in one
+  namespace or all. A cache that does not get there in time is passed by: that read LISTs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
 from orchestrator.kube import fleetapi, inventory
 from orchestrator.kube.backend.access import KubeAccess
 from orchestrator.kube.backend.port import InvalidObjectError, Inventory, NotFoundError
-from orchestrator.kube.fleetmap import InventoryError
+from orchestrator.kube.cache import SYNC_TIMEOUT, CacheNotSynced
+from orchestrator.kube.fleetmap import FleetObjects, InventoryError
+
+# Seconds a read waits for the cache to reach a version this backend wrote or saw in a
+# conflict (the watch delivers in milliseconds; past this the read LISTs: fresh, never stale).
+FRESH_TIMEOUT = 10.0
+
+log = logging.getLogger(__name__)
 
 
 class FleetInventory(KubeAccess):
     """``FleetBackend.inventory``: the fleet (or some clusters of it) as the adapters read it."""
 
-    def _inventory(self, names: Sequence[str]) -> Inventory:
+    def _cached_objects(self) -> tuple[FleetObjects, bool]:
+        """The objects from the cache, at least as fresh as ``_fresh`` says; else from LISTs."""
+        assert self._cache is not None
+        self._cache.start()  # idempotent: a backend built with a cache starts it when first read
+        with self._lock:
+            fresh: dict[Hashable, str] = dict(self._fresh)
         try:
-            read = inventory.read_fleet(self._dyn, self._namespace)
+            read = self._cache.objects(
+                sync_timeout=SYNC_TIMEOUT, fresh=fresh, fresh_timeout=FRESH_TIMEOUT
+            )
+        except CacheNotSynced as err:
+            log.warning("%s: this read LISTs instead", err)
+            read = inventory.list_objects(self._dyn, self._namespace)
+        with self._lock:  # what was asked for is seen; a newer version asked meanwhile stays
+            for kind, version in fresh.items():
+                if self._fresh.get(kind) == version:
+                    del self._fresh[kind]
+        return read
+
+    def _inventory(self, names: Sequence[str]) -> Inventory:
+        source = self._cached_objects if self._cache is not None else None
+        try:
+            read = inventory.read_fleet(self._dyn, self._namespace, source=source)
         except fleetapi.ApiMissingError as err:
             raise NotFoundError(str(err)) from None
         except InventoryError as err:
@@ -46,7 +80,7 @@ class FleetInventory(KubeAccess):
         )
 
     async def inventory(self, clusters: Sequence[str] = ()) -> Inventory:
-        """The fleet from LIST calls (see the module docstring)."""
+        """The fleet from the cache or from LIST calls (see the module docstring)."""
         names = tuple(clusters)
         attributes = {"calibrator.clusters": len(names)} if names else {}
         return await self._call(

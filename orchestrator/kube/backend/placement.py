@@ -10,6 +10,13 @@
   FleetWorkload's ``resourceVersion`` as the inventory read it (see ``fleetapi``). Missing CRDs, a decision for a workload without a FleetWorkload, or
   a FleetWorkload the snapshot rules reject raise ``NotFoundError`` / ``BackendError`` naming the
   object and the remedy.
+* **Stale reads are refused, never written**: the decisions may come from the worker's
+  watch-fed cache (``inventory``), a little behind the API server. The writer's own LIST of
+  FleetWorkloads is fresh, so a decision computed from an older version is a conflict before
+  any write, and one the server changed after that LIST fails its conditional apply (409).
+  Either way the versions the writer saw are handed to the cache's readers (``_saw``): the
+  retry's inventory read waits until the cache has them (or LISTs), so it recomputes from
+  data at least as new as what refused it (docs/decisions.md, "Reads from a watch-fed cache").
 """
 
 from __future__ import annotations
@@ -109,6 +116,10 @@ class PlacementWrites(KubeAccess):
             await asyncio.gather(*writers, return_exceptions=True)
             threads.shutdown(wait=False)
         outcome = fleetapi.outcome_of(todo, statuses)
+        # The next read from the cache waits until it has seen these (read your writes; a
+        # conflict's retry computes from data at least as new as what refused it).
+        for version in writer.versions.values():
+            self._saw(fleetapi.FLEET_WORKLOAD, version)
         with self._lock:
             self.wrote_placements(outcome.written, reason)
         return PlacementWrite(outcome.written, outcome.conflicts)

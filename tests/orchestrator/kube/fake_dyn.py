@@ -109,10 +109,14 @@ class Resource:
         if label_selector:
             items = [o for o in items if _selected(o, label_selector)]
         start = int(_continue or 0)
+        version = str(self.store.rv)  # the list's resourceVersion (where a watch would start)
         if limit is None or start + limit >= len(items):
-            return Result({"metadata": {}, "items": items[start:]})
+            return Result({"metadata": {"resourceVersion": version}, "items": items[start:]})
         return Result(
-            {"metadata": {"continue": str(start + limit)}, "items": items[start : start + limit]}
+            {
+                "metadata": {"continue": str(start + limit), "resourceVersion": version},
+                "items": items[start : start + limit],
+            }
         )
 
     def patch(

@@ -1,0 +1,377 @@
+"""The worker's watch-fed cache on the real local plane (issue 29).
+
+* The cache follows Clusters and FleetWorkloads created, changed and deleted on the real
+  kube-apiserver (each within a bounded wait, polled), and once synced the inventory reads
+  issue no LIST of the five cached kinds: only the watches talk to the server. Every request of
+  the backend's client is counted by one hook on ``call_api`` (``client.observe_requests``).
+* The real watch: reopened from its resourceVersion when the server ends it (no LIST), and a
+  resourceVersion the server has forgotten answered 410, after which the cache LISTs again.
+* The worker's own ClusterRole (deploy/rbac) may list and watch what the cache reads.
+* Two backends on one namespace, each with its own cache (two worker processes on one task
+  queue), place one workload concurrently, read-place-write rounds as the ``replace`` activity
+  does: decisions computed from a cache that is behind fail their compare-and-swap and are
+  computed again from fresher data, and no update is lost.
+
+Clusters are created paused (CAPI provisions nothing), so the test takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from kubernetes.dynamic import DynamicClient
+
+from orchestrator.kube import cache as kcache
+from orchestrator.kube import capi, fleetapi
+from orchestrator.kube.backend.fleet import KubeFleetBackend
+from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
+from orchestrator.kube.cache import FleetCache, WatchCache
+from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
+from orchestrator.kube.templates import cluster_objects
+from orchestrator.localplane.plane import LocalPlane
+from tests.integration.conftest import WorkerIdentity
+from tests.integration.helpers import patch, wait_for
+
+pytestmark = pytest.mark.integration
+
+NS = "calibrator-cache"
+FOLLOW_TIMEOUT = 30.0  # seconds for the cache to show a change (the watch takes milliseconds)
+DELETE_TIMEOUT = 300
+CACHED = {"clusterclasses", "clusters", "kubeadmcontrolplanes", "machinedeployments", "fleetworkloads"}  # fmt: skip
+INCREMENTS = 8  # per worker
+ROUNDS = 200  # read-place-write rounds a worker may take for its increments
+
+
+def _paused(name: str) -> list[dict[str, Any]]:
+    objects = cluster_objects(name, NS, "v1.33.0", topology=False)
+    for obj in objects:
+        if obj["kind"] == "Cluster":
+            obj["spec"]["paused"] = True
+    return objects
+
+
+def _workload(name: str, replicas: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": fleetapi.API_VERSION,
+        "kind": "FleetWorkload",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"apis": ["apps/v1/Deployment"], "replicas": replicas, "placement": {}},
+    }
+
+
+@dataclass
+class Requests:
+    """(method, resource, watch?) of every request a client sent, and the watches answered 200."""
+
+    seen: list[tuple[str, str, bool]] = field(default_factory=list)
+    watched: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextlib.contextmanager
+    def observe(self, method: str, url: str) -> Iterator[Callable[[int], None]]:
+        parts = urlsplit(url)
+        watch = parse_qs(parts.query).get("watch", [""])[0].lower() == "true"
+        resource = parts.path.rstrip("/").rsplit("/", 1)[-1]
+        with self.lock:
+            self.seen.append((method, resource, watch))
+
+        def answered(status: int) -> None:
+            if watch and status == 200:
+                with self.lock:
+                    self.watched.add(resource)
+
+        yield answered
+
+    def lists(self) -> int:
+        """LISTs of the cached kinds (a GET of a collection, not a watch)."""
+        with self.lock:
+            return sum(1 for m, r, w in self.seen if m == "GET" and r in CACHED and not w)
+
+    def watches(self) -> set[str]:
+        with self.lock:
+            return {r for m, r, w in self.seen if m == "GET" and w}
+
+
+def _backend(plane: LocalPlane, requests: Requests | None = None) -> KubeFleetBackend:
+    api = api_client(plane.kubeconfig)
+    if requests is not None:
+        observe_requests(api, requests.observe)
+    backend = KubeFleetBackend(api, NS, cache=True)
+    backend.start()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def namespace(dyn: DynamicClient) -> Iterator[str]:
+    apply_all(dyn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+    apply_all(dyn, _paused("cache-a"))
+    clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+    workloads = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD)
+    try:
+        yield NS
+    finally:
+        for obj in workloads.get(namespace=NS).items:
+            workloads.delete(name=obj.metadata.name, namespace=NS)
+        for obj in clusters.get(namespace=NS).items:  # a paused cluster is deleted unpaused
+            patch(dyn, capi.CLUSTER, NS, obj.metadata.name, {"spec": {"paused": False}})
+            clusters.delete(name=obj.metadata.name, namespace=NS)
+        wait_for(
+            "clusters deleted",
+            lambda: not clusters.get(namespace=NS).to_dict()["items"],
+            DELETE_TIMEOUT,
+        )
+
+
+def _read(backend: KubeFleetBackend) -> Inventory:
+    return asyncio.run(backend.inventory())
+
+
+def _follows(backend: KubeFleetBackend, what: str, check: Callable[[Inventory], bool]) -> None:
+    wait_for(what, lambda: check(_read(backend)), FOLLOW_TIMEOUT, interval=0.1)
+
+
+def _listed(read: Inventory) -> set[str]:
+    return set(read.snapshot.cluster_names()) | set(read.pending) | set(read.skipped)
+
+
+def _workloads(read: Inventory) -> dict[str, int]:
+    return {w.name: w.replicas for w in read.snapshot.workloads}
+
+
+def test_the_cache_follows_the_server_and_reads_list_nothing(
+    plane: LocalPlane, dyn: DynamicClient, namespace: str
+) -> None:
+    requests = Requests()
+    backend = _backend(plane, requests)
+    try:
+        first = _read(backend)  # waits for the first LISTs (synced)
+        assert "cache-a" in _listed(first)
+        lists = requests.lists()
+        assert lists == len(CACHED), requests.seen  # one LIST per kind (one page each here)
+        for _ in range(10):
+            _read(backend)
+        assert requests.lists() == lists, "reads from a synced cache LIST nothing"
+        assert requests.watches() >= CACHED, requests.watches()
+        stored = backend._cache.cache.snapshot() if backend._cache is not None else {}
+        assert stored and all(
+            "managedFields" not in o["metadata"] for objs in stored.values() for o in objs
+        )
+
+        # Clusters: created, changed, deleted.
+        apply_all(dyn, _paused("cache-b"))
+        _follows(backend, "cache-b added", lambda r: "cache-b" in _listed(r))
+        patch(dyn, capi.CLUSTER, NS, "cache-b", {"metadata": {"labels": {"tier": "gold"}}})
+        _follows(
+            backend,
+            "cache-b relabelled",
+            lambda r: (
+                "cache-b" in r.snapshot.cluster_names()
+                and r.snapshot.cluster("cache-b").labels.get("tier") == "gold"
+            ),
+        )
+        patch(dyn, capi.CLUSTER, NS, "cache-b", {"spec": {"paused": False}})
+        clusters = dyn.resources.get(api_version=capi.CLUSTER[0], kind=capi.CLUSTER[1])
+        clusters.delete(name="cache-b", namespace=NS)
+        # Being deleted: out of the fleet at once (fleetmap), gone once CAPI has finished.
+        _follows(backend, "cache-b deleted", lambda r: "cache-b" not in _listed(r))
+
+        # FleetWorkloads: created, changed, deleted.
+        apply_all(dyn, [_workload("cached-web", 2)])
+        _follows(backend, "cached-web added", lambda r: _workloads(r).get("cached-web") == 2)
+        apply_all(dyn, [_workload("cached-web", 5)])
+        _follows(backend, "cached-web changed", lambda r: _workloads(r).get("cached-web") == 5)
+        fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).delete(name="cached-web", namespace=NS)
+        _follows(backend, "cached-web deleted", lambda r: "cached-web" not in _workloads(r))
+
+        assert requests.lists() == lists, "the cache followed by its watches, no LIST"
+    finally:
+        backend.close()
+
+
+def _increment(backend: KubeFleetBackend, workload: str, cluster: str) -> tuple[int, int]:
+    """One increment of the workload's replicas on ``cluster``, read-place-write as ``replace``.
+
+    A round reads the inventory (from this backend's cache), computes the new decision and
+    writes it conditionally on the version it read; a conflict means read again. Returns
+    (rounds taken, conflicts met).
+    """
+    key = f"{NS}/{workload}"
+    for attempt in range(1, ROUNDS + 1):
+        read = _read(backend)
+        (w,) = [w for w in read.snapshot.workloads if w.key == key]
+        now = (w.placement.current() or {}).get(cluster, 0)
+        decision = PlacementDecisionInfo(
+            key,
+            (ClusterReplicasInfo(cluster, now + 1),),
+            reason=f"increment to {now + 1}",
+            resource_version=read.workload_versions[key],
+        )
+        outcome = asyncio.run(backend.write_placement([decision], "increment"))
+        if outcome.written == (key,):
+            return attempt, attempt - 1
+        assert outcome.conflicts == (key,), outcome
+    raise AssertionError(f"no increment after {ROUNDS} rounds")
+
+
+def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updates(
+    plane: LocalPlane, dyn: DynamicClient, namespace: str
+) -> None:
+    apply_all(dyn, [_workload("cached-counter", 1)])
+    requests = [Requests(), Requests()]
+    workers = [_backend(plane, requests[0]), _backend(plane, requests[1])]
+    try:
+        for backend in workers:
+            _follows(backend, "the counter cached", lambda r: "cached-counter" in _workloads(r))
+        results: list[list[tuple[int, int]]] = [[], []]
+        failures: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                for _ in range(INCREMENTS):
+                    results[i].append(_increment(workers[i], "cached-counter", "cache-a"))
+            except BaseException as err:
+                failures.append(err)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(240)
+        assert not [t for t in threads if t.is_alive()], "a worker did not finish"
+        assert not failures, failures
+        conflicts = sum(c for r in results for _, c in r)
+        print(f"\n[watch cache] {2 * INCREMENTS} increments, {conflicts} conflicts retried")
+        # No lost update: the stored decision counts every increment exactly once.
+        fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(
+            name="cached-counter", namespace=NS
+        )
+        assert fleetapi.stored_clusters(fw.to_dict()) == (("cache-a", 2 * INCREMENTS),)
+        pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(
+            name="cached-counter", namespace=NS
+        )
+        rows = pd.to_dict()["status"]["decisions"]
+        assert [(r["clusterName"], r["replicas"]) for r in rows] == [
+            ("cache-a", str(2 * INCREMENTS))
+        ]
+        # Every retry read its cache once it had caught up: no read fell back to LISTing (the
+        # placement writer's own LISTs are of FleetWorkloads and PlacementDecisions only).
+        for r in requests:
+            with r.lock:
+                assert sum(1 for m, res, w in r.seen if res == "clusters" and not w) == 1
+        # Both caches end at the stored decision.
+        for backend in workers:
+            _follows(
+                backend,
+                "the final count cached",
+                lambda r: any(
+                    w.name == "cached-counter"
+                    and (w.placement.current() or {}).get("cache-a") == 2 * INCREMENTS
+                    for w in r.snapshot.workloads
+                ),
+            )
+    finally:
+        for backend in workers:
+            backend.close()
+
+
+def test_the_real_watch_reopens_from_its_version_after_the_server_ends_it(
+    plane: LocalPlane, dyn: DynamicClient, namespace: str
+) -> None:
+    """Watches of 2 s: the server ends each, the cache opens the next from where it was.
+
+    No LIST again (that is only for 410), and what changes meanwhile is still followed.
+    """
+    cache = FleetCache(dynamic(api_client(plane.kubeconfig)), NS, watch_timeout=2)
+    cache.start()
+    try:
+        cache.cache.wait_synced(FOLLOW_TIMEOUT)
+        wait_for(
+            "three watches of Clusters",
+            lambda: cache.cache.watches[capi.CLUSTER] >= 3,
+            FOLLOW_TIMEOUT,
+            interval=0.2,
+        )
+        patch(dyn, capi.CLUSTER, NS, "cache-a", {"metadata": {"labels": {"reopened": "yes"}}})
+
+        def labelled() -> bool:
+            found = cache.cache.get(capi.CLUSTER, f"{NS}/cache-a") or {}
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            return bool(labels.get("reopened") == "yes")
+
+        wait_for("the label followed", labelled, FOLLOW_TIMEOUT, interval=0.1)
+        assert cache.cache.lists[capi.CLUSTER] == 1, "a watch that ends is no reason to LIST"
+    finally:
+        cache.stop()
+
+
+def test_a_version_the_server_no_longer_has_is_410_and_the_cache_lists_again(
+    plane: LocalPlane, namespace: str
+) -> None:
+    """The real server's answer to a watch from a resourceVersion it has forgotten: LIST again.
+
+    The first LIST is made to report resourceVersion 1 (older than anything the server's watch
+    cache holds), so its watch is answered 410 Gone; the cache LISTs again and follows from there.
+    """
+    dyn2 = dynamic(api_client(plane.kubeconfig))
+    listing = kcache.kube_list(dyn2, NS)
+    versions: list[str] = []
+
+    def stale_first(kind: Any) -> tuple[list[dict[str, Any]], str]:
+        items, version = listing(kind)
+        versions.append(version)
+        return items, "1" if len(versions) == 1 else version
+
+    cache = WatchCache(
+        (capi.CLUSTER,), stale_first, kcache.kube_watch(dyn2, NS), watch_timeout=2, backoff=0.1
+    )
+    cache.start()
+    try:
+        wait_for("listed again", lambda: cache.lists[capi.CLUSTER] >= 2, FOLLOW_TIMEOUT, 0.1)
+        wait_for(
+            "at the second list's version",
+            lambda: cache.version(capi.CLUSTER) not in ("", "1"),
+            FOLLOW_TIMEOUT,
+            0.1,
+        )
+        assert f"{NS}/cache-a" in {kcache.key_of(o) for o in cache.snapshot()[capi.CLUSTER]}
+    finally:
+        cache.stop()
+
+
+def test_the_workers_own_role_may_list_and_watch_what_it_caches(
+    worker_identity: WorkerIdentity, namespace: str
+) -> None:
+    """deploy/rbac's ClusterRole is enough for the cache: reads come from it, none LISTs."""
+    requests = Requests()
+    api = worker_identity.client()
+    observe_requests(api, requests.observe)
+    backend = KubeFleetBackend(api, NS, cache=True)
+    backend.start()
+    try:
+        for _ in range(3):
+            assert "cache-a" in _listed(_read(backend))
+        with requests.lock:
+            assert sum(1 for m, r, w in requests.seen if r == "clusters" and not w) == 1
+        wait_for("every watch allowed", lambda: requests.watched >= CACHED, FOLLOW_TIMEOUT, 0.1)
+        assert backend._cache is not None and not backend._cache.cache.lagging()
+    finally:
+        backend.close()
+
+
+def test_a_cli_backend_opens_no_watch(plane: LocalPlane, namespace: str) -> None:
+    """The one-shot commands' backend (no cache) LISTs each read and never watches."""
+    requests = Requests()
+    api = api_client(plane.kubeconfig)
+    observe_requests(api, requests.observe)
+    backend = KubeFleetBackend(api, NS)
+    _read(backend)
+    _read(backend)
+    assert requests.lists() == 2 * len(CACHED)
+    assert not requests.watches()
