@@ -25,7 +25,7 @@ from typing import Final, Literal
 
 from orchestrator.domain.apicatalog import lifecycle, removed_apis
 from orchestrator.domain.observed import SOURCE_TEXT
-from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
+from orchestrator.domain.snapshot import ApiRef, Cluster, FleetSnapshot, Workload
 from orchestrator.domain.versions import KubeVersion
 
 FindingSource = Literal["declared", "metric", "managedFields", "annotation", "pdb"]
@@ -136,6 +136,20 @@ def cluster_findings(
     return out
 
 
+def removed_at(api: ApiRef, versions: Sequence[KubeVersion]) -> KubeVersion | None:
+    """The first of ``versions`` that no longer serves ``api``; None when all serve it.
+
+    The one removal rule for observed usage, shared by ``check``/``plan`` and by the gates the
+    worker runs before and after each patch: the catalog decides removal (the apiserver's
+    ``removed_release`` label is only informative), so an API the catalog does not list is
+    never removed here.
+    """
+    record = lifecycle(api)
+    if record is None:
+        return None
+    return next((v for v in versions if v.minor_key >= record.removed_in), None)
+
+
 def observed_findings(cluster: Cluster, versions: Sequence[KubeVersion]) -> list[Finding]:
     """Findings for the API usage seen on ``cluster``, one per usage (API and source).
 
@@ -158,8 +172,8 @@ def observed_findings(cluster: Cluster, versions: Sequence[KubeVersion]) -> list
             detail = f"{usage.describe()}; not in the API catalog"
         else:
             removed_in, replacement = record.removed_in_text, record.replacement_api
-            breaks = next((v for v in to_check if v.minor_key >= record.removed_in), None)
-            broken = current.minor_key >= record.removed_in
+            breaks = removed_at(usage.api, to_check)
+            broken = removed_at(usage.api, (current,)) is not None
             detail = usage.describe()
         out.append(
             Finding(

@@ -3,14 +3,17 @@
 Two CAPD docker clusters at v1.34.12 on the local plane:
 
 - ``obs-a`` (KubeadmControlPlane + MachineDeployment) whose kubeadm configuration enables
-  ``storage.k8s.io/v1alpha1`` (``--runtime-config``; off by default), an API the catalog lists as
-  removed in 1.35. A VolumeAttributesClass is applied through it with client-side apply (so its
+  ``storage.k8s.io/v1alpha1`` and ``storage.k8s.io/v1beta1`` (``--runtime-config``; both off by
+  default). The catalog lists the first as removed in 1.35, the second as deprecated and removed
+  in 1.37. A VolumeAttributesClass is applied through v1alpha1 with client-side apply (so its
   managedFields and last-applied annotation carry v1alpha1), and a real client, kubectl on the
-  control-plane node, keeps requesting it. The app beside it has a PodDisruptionBudget that
-  allows no eviction (maxUnavailable 0).
+  control-plane node, keeps requesting both versions. The app beside it has a
+  PodDisruptionBudget that allows no eviction (maxUnavailable 0).
 - ``obs-b`` (ClusterClass), clean, with an app behind a satisfiable PDB.
 
-The real worker calibrates both to v1.35.8 on the Temporal dev server. ``obs-b`` upgrades while
+Live ``calibrator check --fail-on block`` first: the v1alpha1 requests block obs-a (exit 3),
+the v1beta1 ones are an early warning naming 1.37, both counted by the apiserver's metrics.
+The real worker then calibrates both to v1.35.8 on the Temporal dev server. ``obs-b`` upgrades while
 ``obs-a`` is refused before its first patch, naming what was observed (requests counted by the
 apiserver's metrics, the stored object, the PDB), and stays tainted and untouched. Then, as an
 operator would: the client stops, the object is re-created at storage.k8s.io/v1, the PDB is
@@ -33,9 +36,11 @@ from urllib.parse import quote
 
 import pytest
 from kubernetes import client
+from typer.testing import CliRunner
 
 from benchmarks.bench_capd_docker import CNI_LABEL, NS, observe, prepare
 from benchmarks.bench_kind_fleet import APP, APP_NS, app_objects
+from orchestrator.cli.main import app
 from orchestrator.domain.observed_record import OBSERVED_ANNOTATION, record_of
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, workload
@@ -64,7 +69,8 @@ pytestmark = pytest.mark.docker
 START, TARGET = "v1.34.12", "v1.35.8"
 BLOCKED, CLEAN = "obs-a", "obs-b"
 ALPHA = "storage.k8s.io/v1alpha1"
-RUNTIME_CONFIG = {"name": "runtime-config", "value": f"{ALPHA}=true"}
+BETA = "storage.k8s.io/v1beta1"  # deprecated in 1.34, removed in 1.37: an early warning
+RUNTIME_CONFIG = {"name": "runtime-config", "value": f"{ALPHA}=true,{BETA}=true"}
 CREATE_TIMEOUT = 900
 RUN_TIMEOUT = 2400
 OPTIONS = CalibrationOptions(
@@ -81,12 +87,13 @@ STRATEGY = {
     "stages": [{"name": "fleet", "maxConcurrency": 2}],
     "maxFailures": 1,
 }
-# The client on obs-a's control-plane node: kubectl asks for the alpha API every 2 s until told
-# to stop (a file), then says it stopped (another file), so the test never guesses when.
+# The client on obs-a's control-plane node: kubectl asks for the alpha and the beta API every
+# 2 s until told to stop (a file), then says it stopped (another file), so the test never
+# guesses when.
 CLIENT = (
     "while [ ! -e /tmp/stop-client ]; do "
-    "kubectl --kubeconfig=/etc/kubernetes/admin.conf get "
-    "volumeattributesclasses.v1alpha1.storage.k8s.io >/dev/null 2>&1; sleep 2; done; "
+    "for v in v1alpha1 v1beta1; do kubectl --kubeconfig=/etc/kubernetes/admin.conf get "
+    "volumeattributesclasses.$v.storage.k8s.io >/dev/null 2>&1; done; sleep 2; done; "
     "touch /tmp/client-stopped"
 )
 VAC = {
@@ -95,6 +102,31 @@ VAC = {
     "driverName": "example.csi.calibrator.dev",
     "parameters": {"iops": "3000"},
 }
+
+
+def observed_in_check(kubeconfig: Path) -> dict[str, dict[str, Any]] | None:
+    """obs-a's metric findings by group/version from live ``check -o json --fail-on block``.
+
+    None until the apiserver has counted requests to both versions the client asks for.
+    """
+    result = CliRunner().invoke(
+        app,
+        [
+            *("check", "--kubeconfig", str(kubeconfig), "-n", NS, "-t", TARGET),
+            *("-o", "json", "--fail-on", "block"),
+        ],
+    )
+    # 3: a finding blocks a cluster's upgrade, the exit status a pipeline gates on.
+    assert result.exit_code in (0, 3), (result.exit_code, result.stderr, result.stdout[-2000:])
+    found = {
+        f["api"].rsplit("/", 1)[0]: f
+        for f in json.loads(result.stdout)["findings"]
+        if f["cluster"] == BLOCKED and f["source"] == "metric"
+    }
+    if {ALPHA, BETA} <= found.keys():
+        assert result.exit_code == 3, result.stdout[-2000:]
+        return found
+    return None
 
 
 def log(msg: str) -> None:
@@ -252,6 +284,21 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
         client.PolicyV1Api(wl_a).create_namespaced_pod_disruption_budget(APP_NS, frozen_pdb())
         # The disruption controller has counted the pods: the PDB now allows no eviction.
         wait_for("the frozen PDB's expected pods", lambda: expected_pods(wl_a, "frozen"), 300)
+        # Live check before any run: the alpha API blocks, the beta one is an early warning.
+        found = wait_for(
+            "live check counting the client's requests to both versions",
+            lambda: observed_in_check(plane.kubeconfig),
+            180,
+            interval=5,
+        )
+        log(f"check: {found[ALPHA]['detail']} | {found[BETA]['detail']}")
+        assert found[ALPHA]["action"] == "block" and not found[ALPHA]["earlyWarning"], found
+        assert found[ALPHA]["removedIn"] == "1.35", found
+        early = found[BETA]
+        assert early["earlyWarning"] and early["action"] == "warn", early
+        assert early["removedIn"] == "1.37" and early["replacement"] == "storage.k8s.io/v1", early
+        assert "requests to storage.k8s.io/v1beta1 volumeattributesclasses" in early["detail"]
+        assert "deprecated, removed in 1.37" in early["detail"], early
         before = {
             n: frozenset(m["metadata"]["name"] for m in machines(dyn, NS, n))
             for n in (BLOCKED, CLEAN)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.domain.apicatalog import lifecycle
+from orchestrator.domain.compatibility import removed_at
 from orchestrator.domain.observed import ApiUsage
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import ClusterRef, FleetBackend
@@ -47,19 +47,13 @@ WARN = "warn"
 def removed_by_step(
     usage: Sequence[ApiUsage], from_version: KubeVersion, to_version: KubeVersion
 ) -> list[ApiUsage]:
-    """Usages of APIs served at ``from_version`` and gone at ``to_version`` (any activity).
-
-    The catalog decides removal (the metric's removed_release label is only informative).
-    """
-    out = []
-    for u in usage:
-        record = lifecycle(u.api)
-        if (
-            record is not None
-            and from_version.minor_key < record.removed_in <= to_version.minor_key
-        ):
-            out.append(u)
-    return out
+    """Usages of APIs served at ``from_version`` and gone at ``to_version`` (any activity)."""
+    return [
+        u
+        for u in usage
+        if removed_at(u.api, (to_version,)) is not None
+        and removed_at(u.api, (from_version,)) is None
+    ]
 
 
 def _refuse(problems: Sequence[str], mode: str) -> tuple[str, ...]:
@@ -125,6 +119,6 @@ async def observed_after_step(
     out = [
         f"{u.api.group_version} {u.resource} is gone at {version}: {u.describe()}"
         for u in merged
-        if (record := lifecycle(u.api)) is not None and record.removed_in <= version.minor_key
+        if removed_at(u.api, (version,)) is not None
     ]
     return tuple(out) + _incomplete(cluster, read.partial)
