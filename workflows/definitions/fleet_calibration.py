@@ -77,7 +77,7 @@ class FleetCalibration:
 
     @workflow.init
     def __init__(self, input: CalibrationInput) -> None:
-        self._run = FleetRun(input)
+        self._record = FleetRun(input)  # the run's state and its recorded changes (fleet_progress)
 
     # ------------------------------------------------------------------ handlers
     # The SDK wants handlers on the class: each one hands over to fleet_control or the record.
@@ -85,66 +85,66 @@ class FleetCalibration:
     @workflow.query
     def progress(self) -> CalibrationProgress:
         """Stages, clusters and steps with their states, times and messages."""
-        return self._run.snapshot()
+        return self._record.snapshot()
 
     @workflow.signal(name=REPORT_SIGNAL)
     def report(self, report: ClusterReport) -> None:
         """A child's progress after one of its transitions."""
-        self._run.take_report(report)
+        self._record.take_report(report)
 
     @workflow.update
     async def pause(self, request: PauseRequest) -> Ack:
         """Start no new cluster or step; running steps finish."""
-        return await fleet_control.pause(self._run, request)
+        return await fleet_control.pause(self._record, request)
 
     @pause.validator
     def _validate_pause(self, request: PauseRequest) -> None:
-        fleet_control.validate_pause(self._run, request)
+        fleet_control.validate_pause(self._record, request)
 
     @workflow.update
     async def resume(self, request: ResumeRequest) -> Ack:
         """Undo a pause."""
-        return await fleet_control.resume(self._run, request)
+        return await fleet_control.resume(self._record, request)
 
     @resume.validator
     def _validate_resume(self, request: ResumeRequest) -> None:
-        fleet_control.validate_resume(self._run, request)
+        fleet_control.validate_resume(self._record, request)
 
     @workflow.update
     def approve(self, request: ApproveRequest) -> Ack:
         """Open a stage's approval gate (ahead of time is fine)."""
-        return fleet_control.approve(self._run, request)
+        return fleet_control.approve(self._record, request)
 
     @approve.validator
     def _validate_approve(self, request: ApproveRequest) -> None:
-        fleet_control.validate_approve(self._run, request)
+        fleet_control.validate_approve(self._record, request)
 
     @workflow.update
     async def skip(self, request: SkipRequest) -> Ack:
         """Leave a cluster out: before it starts, or instead of retrying its failed step."""
-        return await fleet_control.skip(self._run, request)
+        return await fleet_control.skip(self._record, request)
 
     @skip.validator
     def _validate_skip(self, request: SkipRequest) -> None:
-        fleet_control.validate_skip(self._run, request)
+        fleet_control.validate_skip(self._record, request)
 
     @workflow.update
     async def retry(self, request: RetryRequest) -> Ack:
         """Retry a cluster's failed step."""
-        return await fleet_control.retry(self._run, request)
+        return await fleet_control.retry(self._record, request)
 
     @retry.validator
     def _validate_retry(self, request: RetryRequest) -> None:
-        fleet_control.validate_retry(self._run, request)
+        fleet_control.validate_retry(self._record, request)
 
     @workflow.update
     async def abort(self, request: AbortRequest) -> Ack:
         """Stop the run: nothing new starts, running clusters stop at their next step boundary."""
-        return await fleet_control.abort(self._run, request)
+        return await fleet_control.abort(self._record, request)
 
     @abort.validator
     def _validate_abort(self, request: AbortRequest) -> None:
-        fleet_control.validate_abort(self._run, request)
+        fleet_control.validate_abort(self._record, request)
 
     # ------------------------------------------------------------------ run
 
@@ -152,7 +152,7 @@ class FleetCalibration:
     async def run(self, input: CalibrationInput) -> CalibrationProgress:
         """Plan (once), run the stages, then settle every cluster and report the outcome."""
         validate_calibration_input(input)  # started by any client: check first
-        run = self._run
+        run = self._record
         if run.plan is None:
             run.touch()
             run.plan = await self._make_plan(input)
@@ -189,7 +189,7 @@ class FleetCalibration:
         Neither the fleet nor the plan enters history (both grow with the fleet, past Temporal's
         payload limit at 10k clusters): history holds the plan's digest and bounded counts.
         """
-        run = self._run
+        run = self._record
         try:
             return await workflow.execute_activity_method(
                 CalibrationActivities.plan_fleet,
@@ -218,7 +218,7 @@ class FleetCalibration:
 
     async def _maybe_continue_as_new(self) -> None:
         """At a wave boundary: hand the state to a fresh run before history grows too long."""
-        run = self._run
+        run = self._record
         if run.must_stop():
             return  # the run is about to end anyway
         info = workflow.info()
@@ -249,7 +249,7 @@ class FleetCalibration:
 
     async def _finish(self) -> CalibrationProgress:
         """Wait for every started cluster to settle for good, then report the outcome."""
-        run = self._run
+        run = self._record
         if run.active():
             run.activity_phase = Phase.AWAITING_DECISIONS
             run.touch("waiting for decisions on failed clusters")
