@@ -56,6 +56,14 @@ async def broadcast(run: FleetRun, cmd: ClusterCommand) -> None:
     await asyncio.gather(*(command(run, n, cmd) for n in run.active()))
 
 
+async def catch_up(run: FleetRun, name: str) -> None:
+    """Tell a child that just started of a pause or abort that arrived while it was starting."""
+    if run.paused:
+        await command(run, name, ClusterCommand("pause", run.pause_reason))
+    if run.aborted:
+        await command(run, name, ClusterCommand("abort", run.progress.abort_reason))
+
+
 def require_running(run: FleetRun) -> None:
     """Refuse a request before the plan exists or after the run finished."""
     if run.final_phase is not None:

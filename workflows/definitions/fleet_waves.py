@@ -30,13 +30,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activities import CalibrationActivities
     from workflows.definitions.cluster_upgrade import ClusterUpgrade
     from workflows.definitions.common import MIN_TIMER, describe_failure, read_options
-    from workflows.definitions.fleet_control import command
+    from workflows.definitions.fleet_control import catch_up
     from workflows.definitions.fleet_progress import FleetRun, skipped_message
     from workflows.model import (
         FAILED_CLUSTER_STATES,
         FINAL_CLUSTER_STATES,
         SAMPLE_LIMIT,
-        ClusterCommand,
         ClusterProgress,
         ClusterState,
         ClusterUpgradeInput,
@@ -229,11 +228,7 @@ async def start_child(run: FleetRun, stage: str, member: WaveMember) -> None:
                 + ([f"\nMaintenance window: {member.window.describe()}"] if member.window else [])
             ),
         )
-        # A pause or abort that arrived while the child was starting did not reach it.
-        if run.paused:
-            await command(run, name, ClusterCommand("pause", run.pause_reason))
-        if run.aborted:
-            await command(run, name, ClusterCommand("abort", run.progress.abort_reason))
+        await catch_up(run, name)
         final = await handle
     except ChildWorkflowError as err:
         run.set_cluster(
