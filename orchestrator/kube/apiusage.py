@@ -38,7 +38,7 @@ import ipaddress
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, NamedTuple
@@ -416,6 +416,8 @@ def observe(
     deadline: Deadline,
     now: datetime,
     served: Sequence[str],
+    *,
+    blockers_only: bool = False,
 ) -> Observation:
     """What one workload cluster is seen doing (see the module's docstring), at ``now``.
 
@@ -426,23 +428,27 @@ def observe(
     order of value (metrics, PDBs, stored objects); once the deadline passes, the steps not
     done are named in ``observation_partial``. Never raises for the cluster's answers. ``now``
     is kept to the second, as the snapshot format writes times, so that a live read and the
-    file written from it compare equal.
+    file written from it compare equal. ``blockers_only`` reads the PDBs alone: a worker
+    step's drain gate needs neither the metrics nor the stored-object scan.
     """
     look = _Look(api, deadline, now.replace(microsecond=0))
-    steps = ("apiserver metrics", "PodDisruptionBudgets", "stored objects")
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("apiserver metrics", lambda: _metric_usage(look, kubeconfig)),
+        ("PodDisruptionBudgets", lambda: _blockers(look)),
+        ("stored objects", lambda: _stored_usage(look, served)),
+    ]
+    if blockers_only:
+        steps = steps[1:2]
     done = 0
     started = time.monotonic()
     try:
-        _metric_usage(look, kubeconfig)
-        done = 1
-        _blockers(look)
-        done = 2
-        _stored_usage(look, served)
-        done = 3
+        for _, step in steps:
+            step()
+            done += 1
     except TimeoutError:
-        look.notes.append(f"no time left for {', '.join(steps[done:])}")
+        look.notes.append(f"no time left for {', '.join(name for name, _ in steps[done:])}")
     except Exception as err:  # a bug or a client fault: partial, never a clean answer
-        look.notes.append(f"observation failed during {steps[done]}: {failure_reason(err)}")
+        look.notes.append(f"observation failed during {steps[done][0]}: {failure_reason(err)}")
     log.debug(
         "observed %s in %.2fs: %d usages, %d blockers, %d bytes of /metrics on the wire",
         api.configuration.host,

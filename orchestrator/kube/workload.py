@@ -222,6 +222,8 @@ def observe_cluster(
     cluster: str,
     now: datetime,
     timeout: float = OBSERVE_TIMEOUT,
+    *,
+    blockers_only: bool = False,
 ) -> Observation:
     """(api_usage, disruption_blockers, observation_partial) of one workload cluster at ``now``.
 
@@ -238,6 +240,6 @@ def observe_cluster(
         except Exception as err:
             where = api.configuration.host
             raise WorkloadUnreachable(f"{where}: {failure_reason(err)}") from err
-        return observe(api, kubeconfig, deadline, now, versions)
+        return observe(api, kubeconfig, deadline, now, versions, blockers_only=blockers_only)
     finally:
         api.close()  # type: ignore[no-untyped-call]

@@ -125,6 +125,7 @@ class InMemoryFleet:
         self.usage_reads: dict[str, list[UsageRead]] = {}
         self.usage_records: dict[str, tuple[ApiUsage, ...]] = {}
         self.usage_looks: Counter[str] = Counter()
+        self.blocker_only_looks: Counter[str] = Counter()  # looks at the PDBs alone
 
     # ------------------------------------------------------------------ test controls
 
@@ -367,10 +368,13 @@ class InMemoryFleet:
         )
         return PlacementWrite(tuple(written), tuple(conflicts))
 
-    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
+    async def read_usage(
+        self, cluster: ClusterRef, now: datetime, *, blockers_only: bool = False
+    ) -> UsageRead:
         """The next of ``usage_reads`` for the cluster (a clean read by default)."""
         self._get(cluster.name)
         self.usage_looks[cluster.name] += 1
+        self.blocker_only_looks[cluster.name] += int(blockers_only)
         reads = self.usage_reads.get(cluster.name) or [UsageRead()]
         return reads.pop(0) if len(reads) > 1 else reads[0]
 

@@ -128,6 +128,8 @@ def test_drain_gate_refuses_a_worker_step_before_any_pool_moves() -> None:
     assert isinstance(result, ApplicationError) and result.type == STEP_BLOCKED
     assert "PodDisruptionBudget shop/web allows no eviction" in str(result)
     assert not fleet.patches
+    # A worker step looks at the PDBs alone: no metrics, no stored-object scan.
+    assert fleet.blocker_only_looks["a"] == fleet.usage_looks["a"] == 1
     fleet, result = patch([UsageRead()], workers, worker=True)
     assert result.applied == ("md-0",)
 

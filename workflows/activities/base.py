@@ -82,8 +82,10 @@ class _ClassifiedBackend:
     ) -> PlacementWrite:
         return await self._run(self._backend.write_placement(decisions, reason, progress))
 
-    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
-        return await self._run(self._backend.read_usage(cluster, now))
+    async def read_usage(
+        self, cluster: ClusterRef, now: datetime, *, blockers_only: bool = False
+    ) -> UsageRead:
+        return await self._run(self._backend.read_usage(cluster, now, blockers_only=blockers_only))
 
     async def record_usage(
         self, cluster: ClusterRef, fresh: Sequence[ApiUsage], now: datetime

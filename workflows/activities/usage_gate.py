@@ -104,7 +104,7 @@ async def drain_gate(
     backend: FleetBackend, cluster: ClusterRef, mode: str = BLOCK
 ) -> tuple[str, ...]:
     """Refuse a worker step (STEP_BLOCKED) while a PDB allows no eviction; the warnings."""
-    read = await backend.read_usage(cluster, datetime.now(UTC))
+    read = await backend.read_usage(cluster, datetime.now(UTC), blockers_only=True)
     problems = [b.describe() for b in read.blockers]
     return _refuse(problems, mode) + _incomplete(cluster, read.partial)
 

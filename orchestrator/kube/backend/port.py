@@ -276,8 +276,14 @@ class FleetBackend(Protocol):
         """Write the decisions that changed, each only if its workload is still as read."""
         ...
 
-    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
-        """What the workload cluster shows now (a partial read when it does not answer)."""
+    async def read_usage(
+        self, cluster: ClusterRef, now: datetime, *, blockers_only: bool = False
+    ) -> UsageRead:
+        """What the workload cluster shows now (a partial read when it does not answer).
+
+        ``blockers_only``: only its PodDisruptionBudgets (a worker step's drain gate needs no
+        metrics and no stored-object scan, the look's costly parts).
+        """
         ...
 
     async def record_usage(

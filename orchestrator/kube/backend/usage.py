@@ -42,11 +42,11 @@ OBSERVE_TIMEOUT = 30.0  # one look at a workload cluster, every request included
 class UsageObserver(KubeAccess):
     """``FleetBackend.read_usage`` and ``record_usage``."""
 
-    def _read_usage(self, ref: ClusterRef, now: datetime) -> UsageRead:
+    def _read_usage(self, ref: ClusterRef, now: datetime, blockers_only: bool) -> UsageRead:
         ns = self._namespace_of(ref)
         try:
             usage, blockers, partial = workload.observe_cluster(
-                self._mgmt, ns, ref.name, now, OBSERVE_TIMEOUT
+                self._mgmt, ns, ref.name, now, OBSERVE_TIMEOUT, blockers_only=blockers_only
             )
         except workload.WorkloadUnreachable as err:
             return UsageRead(partial=str(err))
@@ -88,12 +88,14 @@ class UsageObserver(KubeAccess):
             return merged
         raise BackendError(f"usage record of {ref.name}: too many conflicting writers")
 
-    async def read_usage(self, cluster: ClusterRef, now: datetime) -> UsageRead:
+    async def read_usage(
+        self, cluster: ClusterRef, now: datetime, *, blockers_only: bool = False
+    ) -> UsageRead:
         """What the workload cluster shows now; an unreachable one is a partial read."""
         return await self._call(
             "read_usage",
             self._cluster_attributes(cluster),
-            lambda: self._read_usage(cluster, now),
+            lambda: self._read_usage(cluster, now, blockers_only),
         )
 
     async def record_usage(

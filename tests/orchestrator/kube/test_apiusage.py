@@ -68,6 +68,18 @@ def test_a_spent_deadline_names_every_step_left(refusing_port: int) -> None:
     )
 
 
+def test_a_drain_gate_look_reads_the_pdbs_alone(refusing_port: int) -> None:
+    config = kubeconfig(refusing_port)
+    seen = observe(no_retry_client(config), config, Deadline(0), NOW, ["v1"], blockers_only=True)
+    assert seen == ((), (), "no time left for PodDisruptionBudgets")
+    _, _, partial = observe(
+        no_retry_client(config), config, Deadline(30), NOW, ["v1"], blockers_only=True
+    )
+    # Neither the apiservers' metrics nor the stored objects were asked for.
+    assert partial.startswith("listing PodDisruptionBudgets: "), partial
+    assert "/metrics" not in partial and "/version" not in partial, partial
+
+
 def test_a_silent_cluster_is_a_partial_look_never_an_exception(refusing_port: int) -> None:
     config = kubeconfig(refusing_port)
     usage, blockers, partial = observe(no_retry_client(config), config, Deadline(30), NOW, ["v1"])
