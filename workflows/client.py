@@ -15,10 +15,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.request import CalibrationRequest, parse_calibration_request
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
+from orchestrator.planning import plan_calibration
 from workflows import search_attributes, task_queues
-from workflows.activities.plan_payload import load_strategy_document, plan_from_input
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
@@ -32,7 +33,6 @@ from workflows.model import (
     DecisionAction,
     PauseRequest,
     Phase,
-    PlanInput,
     ResumeRequest,
     RetryRequest,
     SkipRequest,
@@ -60,25 +60,23 @@ async def register_search_attributes(client: Client) -> Registration:
     return await ensure_search_attributes(OperatorAdmin(client), client.namespace)
 
 
-def new_calibration_id(target: str, now: datetime | None = None) -> str:
+def new_calibration_id(target: str | KubeVersion, now: datetime | None = None) -> str:
     """``calibration-v1.35.0-20260102T030405``: sortable, and says what it does."""
     at = now or datetime.now(UTC)
-    return f"calibration-{KubeVersion.parse(target)}-{at:%Y%m%dT%H%M%S}"
+    version = target if isinstance(target, KubeVersion) else KubeVersion.parse(target)
+    return f"calibration-{version}-{at:%Y%m%dT%H%M%S}"
 
 
-def validate_input(input: CalibrationInput) -> None:
+def validate_input(input: CalibrationInput) -> CalibrationRequest:
     """Fail before starting anything: target, strategy, selector, and the plan for a snapshot.
 
     Raises ``orchestrator.domain.errors.InputError`` (the CLI prints it and exits 2).
     """
-    KubeVersion.parse(input.target)
-    load_strategy_document(input.strategy)
-    if input.snapshot is not None:
-        plan_from_input(
-            PlanInput("preview", input.target, input.snapshot, input.strategy, input.selector)
-        )
-    elif input.selector:
-        parse_selector_string(input.selector)
+    request = parse_calibration_request(input.target, input.strategy, input.selector)
+    if input.snapshot is not None:  # what the plan activity will find: fail before the start
+        snapshot = snapshot_from_mapping(input.snapshot)
+        plan_calibration(snapshot, request.target, request.strategy, request.selector)
+    return request
 
 
 async def start_calibration(
@@ -93,9 +91,9 @@ async def start_calibration(
     A namespace without the calibration search attributes refuses the start: that becomes
     ``MissingSearchAttributes``, whose message names `calibrator temporal setup`.
     """
-    validate_input(input)
-    workflow_id = calibration_id or new_calibration_id(input.target)
-    target = str(KubeVersion.parse(input.target))
+    request = validate_input(input)
+    workflow_id = calibration_id or new_calibration_id(request.target)
+    target = str(request.target)
     details = [
         f"Target: **{target}**",
         f"Selector: `{input.selector}`" if input.selector else "Selector: whole fleet",

@@ -270,32 +270,21 @@ def register(app: typer.Typer) -> None:
         up to date); 4 when it Failed, 5 when it was Aborted, 6 when it left clusters blocked,
         skipped or not started (README, "Exit status").
         """
-        from orchestrator.cli.files import clip_message
+        from orchestrator.cli.files import clip_message, read_document
+        from orchestrator.domain.documents import load_document
         from orchestrator.domain.errors import InputError
-        from orchestrator.domain.versions import KubeVersion
+        from orchestrator.domain.request import parse_calibration_request
         from workflows.client import start_calibration
         from workflows.model import CalibrationInput
         from workflows.search_attribute_setup import MissingSearchAttributes
 
+        strat = None
         try:  # bad input fails here, before anything connects or starts
-            KubeVersion.parse(target)
-            if selector:
-                from orchestrator.domain.selectors import parse_selector_string
-
-                parse_selector_string(selector)
+            if strategy is not None:
+                strat = load_document(read_document(strategy, "strategy"), "strategy")
+            parse_calibration_request(target, strat, selector)
         except InputError as err:
             fail(clip_message(str(err)))
-        strat = None
-        if strategy is not None:
-            from orchestrator.cli.files import clip_message, read_document
-            from orchestrator.domain.documents import load_document
-            from orchestrator.domain.waves import strategy_from_mapping
-
-            try:
-                strat = load_document(read_document(strategy, "strategy"), "strategy")
-                strategy_from_mapping(strat)
-            except InputError as err:
-                fail(clip_message(str(err)))
 
         tracing = client_tracing()
 
