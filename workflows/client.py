@@ -64,11 +64,10 @@ async def register_search_attributes(client: Client) -> Registration:
 CalibrationHandle = WorkflowHandle[Any, CalibrationProgress]
 
 
-def new_calibration_id(target: str | KubeVersion, now: datetime | None = None) -> str:
+def new_calibration_id(target: KubeVersion, now: datetime | None = None) -> str:
     """``calibration-v1.35.0-20260102T030405``: sortable, and says what it does."""
     at = now or datetime.now(UTC)
-    version = target if isinstance(target, KubeVersion) else KubeVersion.parse(target)
-    return f"calibration-{version}-{at:%Y%m%dT%H%M%S}"
+    return f"calibration-{target}-{at:%Y%m%dT%H%M%S}"
 
 
 def validate_input(input: CalibrationInput) -> CalibrationRequest:
