@@ -9,18 +9,18 @@ workflow continued as new. Control helpers turn a rejected update (the workflow'
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, cast
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.request import CalibrationRequest, parse_calibration_request
+from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
-from workflows import search_attributes, task_queues
-from workflows.activities.plan_payload import load_strategy_document, plan_from_input
-from workflows.definitions.cluster_upgrade import ClusterUpgrade
-from workflows.definitions.fleet_calibration import FleetCalibration
+from orchestrator.planning import plan_calibration
+from workflows import names, search_attributes, task_queues
 from workflows.model import (
     AbortRequest,
     Ack,
@@ -32,7 +32,6 @@ from workflows.model import (
     DecisionAction,
     PauseRequest,
     Phase,
-    PlanInput,
     ResumeRequest,
     RetryRequest,
     SkipRequest,
@@ -60,25 +59,27 @@ async def register_search_attributes(client: Client) -> Registration:
     return await ensure_search_attributes(OperatorAdmin(client), client.namespace)
 
 
-def new_calibration_id(target: str, now: datetime | None = None) -> str:
+# A run's handle: started and addressed by the registered names (``workflows.names``), so this
+# module imports neither the workflow definitions nor the activities; the result is typed.
+CalibrationHandle = WorkflowHandle[Any, CalibrationProgress]
+
+
+def new_calibration_id(target: KubeVersion, now: datetime | None = None) -> str:
     """``calibration-v1.35.0-20260102T030405``: sortable, and says what it does."""
     at = now or datetime.now(UTC)
-    return f"calibration-{KubeVersion.parse(target)}-{at:%Y%m%dT%H%M%S}"
+    return f"calibration-{target}-{at:%Y%m%dT%H%M%S}"
 
 
-def validate_input(input: CalibrationInput) -> None:
+def validate_input(input: CalibrationInput) -> CalibrationRequest:
     """Fail before starting anything: target, strategy, selector, and the plan for a snapshot.
 
     Raises ``orchestrator.domain.errors.InputError`` (the CLI prints it and exits 2).
     """
-    KubeVersion.parse(input.target)
-    load_strategy_document(input.strategy)
-    if input.snapshot is not None:
-        plan_from_input(
-            PlanInput("preview", input.target, input.snapshot, input.strategy, input.selector)
-        )
-    elif input.selector:
-        parse_selector_string(input.selector)
+    request = parse_calibration_request(input.target, input.strategy, input.selector)
+    if input.snapshot is not None:  # what the plan activity will find: fail before the start
+        snapshot = snapshot_from_mapping(input.snapshot)
+        plan_calibration(snapshot, request.target, request.strategy, request.selector)
+    return request
 
 
 async def start_calibration(
@@ -87,15 +88,15 @@ async def start_calibration(
     *,
     calibration_id: str | None = None,
     task_queue: str = task_queues.CALIBRATION,
-) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
+) -> CalibrationHandle:
     """Validate, then start a FleetCalibration with search attributes and a static summary.
 
     A namespace without the calibration search attributes refuses the start: that becomes
     ``MissingSearchAttributes``, whose message names `calibrator temporal setup`.
     """
-    validate_input(input)
-    workflow_id = calibration_id or new_calibration_id(input.target)
-    target = str(KubeVersion.parse(input.target))
+    request = validate_input(input)
+    workflow_id = calibration_id or new_calibration_id(request.target)
+    target = str(request.target)
     details = [
         f"Target: **{target}**",
         f"Selector: `{input.selector}`" if input.selector else "Selector: whole fleet",
@@ -105,8 +106,9 @@ async def start_calibration(
     ]
     try:
         return await client.start_workflow(
-            FleetCalibration.run,
+            names.FLEET_CALIBRATION,
             input,
+            result_type=CalibrationProgress,
             id=workflow_id,
             task_queue=task_queue,
             search_attributes=TypedSearchAttributes(
@@ -125,27 +127,29 @@ async def start_calibration(
         raise MissingSearchAttributes(missing_hint(client.namespace, [missing])) from None
 
 
-def _handle(
-    client: Client, calibration_id: str
-) -> WorkflowHandle[FleetCalibration, CalibrationProgress]:
-    return client.get_workflow_handle_for(FleetCalibration.run, calibration_id)
+def _handle(client: Client, calibration_id: str) -> CalibrationHandle:
+    return client.get_workflow_handle(calibration_id, result_type=CalibrationProgress)
 
 
 async def status(client: Client, calibration_id: str) -> CalibrationProgress:
     """The ``progress`` query of the latest run (works on finished runs too)."""
     try:
-        return await _handle(client, calibration_id).query(FleetCalibration.progress)
+        progress = await _handle(client, calibration_id).query(
+            names.PROGRESS, result_type=CalibrationProgress
+        )
     except RPCError as err:
         raise ControlError(f"calibration {calibration_id}: {err.message}") from err
+    return cast(CalibrationProgress, progress)
 
 
 async def cluster_status(client: Client, calibration_id: str, cluster: str) -> ClusterProgress:
     """One ClusterUpgrade child's own progress (step activity in detail)."""
-    handle = client.get_workflow_handle_for(ClusterUpgrade.run, f"{calibration_id}/{cluster}")
+    handle = client.get_workflow_handle(f"{calibration_id}/{cluster}", result_type=ClusterProgress)
     try:
-        return await handle.query(ClusterUpgrade.progress)
+        progress = await handle.query(names.PROGRESS, result_type=ClusterProgress)
     except RPCError as err:
         raise ControlError(f"cluster {cluster} of {calibration_id}: {err.message}") from err
+    return cast(ClusterProgress, progress)
 
 
 def _refusal(err: WorkflowUpdateFailedError | RPCError) -> ControlError:
@@ -154,72 +158,50 @@ def _refusal(err: WorkflowUpdateFailedError | RPCError) -> ControlError:
     return ControlError(str(err.message) if isinstance(err, RPCError) else str(err))
 
 
-async def pause(client: Client, calibration_id: str, reason: str = "") -> Ack:
-    """Start no new cluster or step; running steps finish."""
+async def _update(client: Client, workflow_id: str, update: str, request: object) -> Ack:
+    """Send one update by its registered name; a refusal becomes ``ControlError``."""
     try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.pause, PauseRequest(reason)
+        ack = await client.get_workflow_handle(workflow_id).execute_update(
+            update, request, result_type=Ack
         )
     except (WorkflowUpdateFailedError, RPCError) as err:
         raise _refusal(err) from err
+    return cast(Ack, ack)
+
+
+async def pause(client: Client, calibration_id: str, reason: str = "") -> Ack:
+    """Start no new cluster or step; running steps finish."""
+    return await _update(client, calibration_id, names.PAUSE, PauseRequest(reason))
 
 
 async def resume(client: Client, calibration_id: str, reason: str = "") -> Ack:
     """Undo a pause."""
-    try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.resume, ResumeRequest(reason)
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    return await _update(client, calibration_id, names.RESUME, ResumeRequest(reason))
 
 
 async def approve(client: Client, calibration_id: str, stage: str, reason: str = "") -> Ack:
     """Open a stage's approval gate."""
-    try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.approve, ApproveRequest(stage, reason)
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    return await _update(client, calibration_id, names.APPROVE, ApproveRequest(stage, reason))
 
 
 async def skip(client: Client, calibration_id: str, cluster: str, reason: str = "") -> Ack:
     """Leave a cluster out (before it starts, or while it waits for a decision)."""
-    try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.skip, SkipRequest(cluster, reason)
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    return await _update(client, calibration_id, names.SKIP, SkipRequest(cluster, reason))
 
 
 async def retry(client: Client, calibration_id: str, cluster: str, reason: str = "") -> Ack:
     """Retry a cluster's failed step."""
-    try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.retry, RetryRequest(cluster, reason)
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    return await _update(client, calibration_id, names.RETRY, RetryRequest(cluster, reason))
 
 
 async def abort(client: Client, calibration_id: str, reason: str = "") -> Ack:
     """Stop the run at the next step boundary of every running cluster."""
-    try:
-        return await _handle(client, calibration_id).execute_update(
-            FleetCalibration.abort, AbortRequest(reason)
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    return await _update(client, calibration_id, names.ABORT, AbortRequest(reason))
 
 
 async def decide(
     client: Client, calibration_id: str, cluster: str, action: DecisionAction, reason: str = ""
 ) -> Ack:
     """Answer a failed step directly on the cluster's ClusterUpgrade child."""
-    handle = client.get_workflow_handle_for(ClusterUpgrade.run, f"{calibration_id}/{cluster}")
-    try:
-        return await handle.execute_update(ClusterUpgrade.decide, Decision(action, reason))
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise _refusal(err) from err
+    workflow_id = f"{calibration_id}/{cluster}"
+    return await _update(client, workflow_id, names.DECIDE, Decision(action, reason))

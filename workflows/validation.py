@@ -21,9 +21,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.policy import policy_from_mapping
-from orchestrator.domain.selectors import parse_selector_string
-from orchestrator.domain.versions import KubeVersion
-from orchestrator.domain.waves import strategy_from_mapping
+from orchestrator.domain.request import parse_calibration_request, version_field
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
@@ -51,12 +49,10 @@ def _text(value: object, where: str, *, empty: bool = False) -> str:
 
 
 def _version(value: object, where: str) -> None:
-    if not isinstance(value, str) or len(value) > 64:
-        _invalid(f"{where}: expected a Kubernetes version like v1.31.1, got {quote(value)}")
     try:
-        KubeVersion.parse(value)
+        version_field(value, where)
     except InputError as err:
-        _invalid(f"{where}: {err}")
+        _invalid(str(err))
 
 
 def _seconds(value: object, where: str, minimum: float = 0.0) -> None:
@@ -108,19 +104,12 @@ def validate_calibration_input(input: object) -> None:
     """Raise a non-retryable ``InvalidInput`` ApplicationError for an unusable CalibrationInput."""
     if not isinstance(input, CalibrationInput):
         _invalid(f"expected CalibrationInput, got {quote(input)}")
-    _version(input.target, "target")
+    try:  # target, strategy and selector: the one request parser every way in uses
+        parse_calibration_request(input.target, input.strategy, input.selector)
+    except InputError as err:
+        _invalid(str(err))
     if input.snapshot is not None and not isinstance(input.snapshot, dict):
         _invalid(f"snapshot: expected a FleetSnapshot mapping, got {quote(input.snapshot)}")
-    if input.strategy is not None:
-        try:
-            strategy_from_mapping(input.strategy)
-        except InputError as err:
-            _invalid(str(err))
-    if input.selector is not None:
-        try:
-            parse_selector_string(_text(input.selector, "selector"))
-        except InputError as err:
-            _invalid(str(err))
     if input.scope is not None:
         _text(input.scope.digest, "scope.digest")
     _options(input.options, "options")

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # Rich only when a command prints for people
     from rich.console import Console
     from rich.table import Table
 
+    from workflows.model import CalibrationInput
+
 T = TypeVar("T")
 
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json or yaml.")]
@@ -178,6 +180,25 @@ def plan_namespace(kubeconfig: str, namespace: str | None) -> str:
     return "default"
 
 
+def calibration_input(target: str, selector: str | None, strategy: Path | None) -> CalibrationInput:
+    """``calibrate``'s flags as the workflow input, checked before anything connects.
+
+    The strategy file is read here; target, strategy and selector are parsed by the one request
+    parser (``orchestrator.domain.request``), as the client, the workflow and the plan do.
+    InputError on anything unusable.
+    """
+    from orchestrator.cli.files import read_document
+    from orchestrator.domain.documents import load_document
+    from orchestrator.domain.request import parse_calibration_request
+    from workflows.model import CalibrationInput
+
+    document = None
+    if strategy is not None:
+        document = load_document(read_document(strategy, "strategy"), "strategy")
+    parse_calibration_request(target, document, selector)
+    return CalibrationInput(target=target, strategy=document, selector=selector)
+
+
 def register(app: typer.Typer) -> None:
     """Add the Temporal commands to the main app."""
 
@@ -272,30 +293,13 @@ def register(app: typer.Typer) -> None:
         """
         from orchestrator.cli.files import clip_message
         from orchestrator.domain.errors import InputError
-        from orchestrator.domain.versions import KubeVersion
         from workflows.client import start_calibration
-        from workflows.model import CalibrationInput
         from workflows.search_attribute_setup import MissingSearchAttributes
 
         try:  # bad input fails here, before anything connects or starts
-            KubeVersion.parse(target)
-            if selector:
-                from orchestrator.domain.selectors import parse_selector_string
-
-                parse_selector_string(selector)
+            wanted = calibration_input(target, selector, strategy)
         except InputError as err:
             fail(clip_message(str(err)))
-        strat = None
-        if strategy is not None:
-            from orchestrator.cli.files import clip_message, read_document
-            from orchestrator.domain.documents import load_document
-            from orchestrator.domain.waves import strategy_from_mapping
-
-            try:
-                strat = load_document(read_document(strategy, "strategy"), "strategy")
-                strategy_from_mapping(strat)
-            except InputError as err:
-                fail(clip_message(str(err)))
 
         tracing = client_tracing()
 
@@ -304,9 +308,7 @@ def register(app: typer.Typer) -> None:
                 temporal, interceptors=[] if tracing is None else [tracing.interceptor]
             )
             try:
-                handle = await start_calibration(
-                    client, CalibrationInput(target=target, strategy=strat, selector=selector)
-                )
+                handle = await start_calibration(client, wanted)
             except InputError as err:
                 fail(clip_message(str(err)))
             except MissingSearchAttributes as err:  # the namespace is not set up: exit 1

@@ -10,18 +10,15 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.selectors import parse_selector_string
+from orchestrator.domain.request import parse_calibration_request
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
-from orchestrator.domain.versions import KubeVersion
-from orchestrator.domain.waves import DEFAULT_STRATEGY, Strategy, strategy_from_mapping
 from orchestrator.kube.backend.port import ClusterRef
 from orchestrator.planning import CalibrationPlan, plan_calibration
 from workflows.activities.errors import NOT_FOUND
@@ -39,11 +36,6 @@ from workflows.model import (
     StepPlan,
     StepProgress,
 )
-
-
-def load_strategy_document(document: dict[str, Any] | None) -> Strategy:
-    """The strategy a calibration uses (InputError for a bad document)."""
-    return DEFAULT_STRATEGY if document is None else strategy_from_mapping(document)
 
 
 def fleet_plan(
@@ -109,10 +101,8 @@ def plan_fleet_of(
 
     InputError on anything unusable (target, strategy, selector, an empty selection).
     """
-    target = KubeVersion.parse(input.target)
-    strategy = load_strategy_document(input.strategy)
-    selector = parse_selector_string(input.selector) if input.selector else None
-    plan = plan_calibration(snapshot, target, strategy, selector, scope)
+    request = parse_calibration_request(input.target, input.strategy, input.selector)
+    plan = plan_calibration(snapshot, request.target, request.strategy, request.selector, scope)
     return fleet_plan(plan, input.calibration_id, namespaces)
 
 
