@@ -87,7 +87,11 @@ class ApiUsage:
         gv = self.api.group_version
         since = self.first_seen.strftime("%Y-%m-%d %H:%M UTC")
         if self.source == "metric":
-            count = "requests" if self.requests is None else f"{self.requests:,} requests"
+            count = (
+                "requests"
+                if self.requests is None
+                else f"{self.requests:,} request{'' if self.requests == 1 else 's'}"
+            )
             quiet = "" if self.active else f", none since {self.last_seen:%H:%M UTC}"
             what = f"{count} to {gv} {self.resource} since {since}{quiet}"
         else:

@@ -296,8 +296,9 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
         assert found[ALPHA]["removedIn"] == "1.35", found
         early = found[BETA]
         assert early["earlyWarning"] and early["action"] == "warn", early
-        assert early["removedIn"] == "1.37" and early["replacement"] == "storage.k8s.io/v1", early
-        assert "requests to storage.k8s.io/v1beta1 volumeattributesclasses" in early["detail"]
+        assert early["removedIn"] == "1.37", early
+        assert early["replacement"] == "storage.k8s.io/v1/VolumeAttributesClass", early
+        assert " to storage.k8s.io/v1beta1 volumeattributesclasses since " in early["detail"]
         assert "deprecated, removed in 1.37" in early["detail"], early
         before = {
             n: frozenset(m["metadata"]["name"] for m in machines(dyn, NS, n))

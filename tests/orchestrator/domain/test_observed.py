@@ -67,6 +67,8 @@ def test_describe_names_count_source_and_quiet_time() -> None:
     )
     (quiet,) = merge_usage([first], [metric(("a:6443", 1204), at=T1)], T1)
     assert quiet.describe().endswith("none since 10:02 UTC (apiserver metrics)")
+    (one,) = merge_usage([], [metric(("a:6443", 1))], T0)
+    assert one.describe().startswith("observed: 1 request to storage.k8s.io/v1alpha1 ")
 
 
 def test_record_round_trip_keeps_counters() -> None:
