@@ -56,7 +56,14 @@ from typing import Any
 from kubernetes import watch as kube_watch_module
 
 from orchestrator.kube import capi, fleetapi
-from orchestrator.kube.client import DEFAULT_REQUESTS, GONE, PAGE_SIZE, list_snapshot
+from orchestrator.kube.client import (
+    DEFAULT_REQUESTS,
+    GONE,
+    PAGE_SIZE,
+    list_snapshot,
+    object_meta,
+    status_code,
+)
 from orchestrator.kube.fleetmap import FleetObjects
 
 log = logging.getLogger(__name__)
@@ -103,14 +110,9 @@ def slim(obj: Obj) -> Obj:
     return dict(obj, metadata=meta)
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def key_of(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` (``name`` for a cluster-scoped object)."""
-    meta = _meta(obj)
+    meta = object_meta(obj)
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
@@ -127,11 +129,6 @@ def version_reached(have: str, want: str) -> bool:
     if have.isdigit() and want.isdigit():
         return int(have) >= int(want)
     return have == want
-
-
-def _status(err: BaseException) -> int | None:
-    status = getattr(err, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class _Store:
@@ -305,7 +302,7 @@ class WatchCache:
                 if failures > 1:  # a second 410 in a row: do not spin on the API server
                     self._pause(failures)
             except Exception as err:
-                if _status(err) == GONE:
+                if status_code(err) == GONE:
                     listed = False
                 failures += 1
                 with self._changed:
@@ -349,7 +346,7 @@ class WatchCache:
             if obj.get("code") == GONE:
                 raise Expired(str(obj.get("message") or "Gone"))
             raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-        version = str(_meta(obj).get("resourceVersion") or "")
+        version = str(object_meta(obj).get("resourceVersion") or "")
         with self._changed:
             store = self._stores[kind]
             if kind_of_event in ("ADDED", "MODIFIED"):

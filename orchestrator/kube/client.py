@@ -57,6 +57,18 @@ def read_json(call: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
     return body
 
 
+def object_meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's ``metadata`` (empty if absent): every reader of API objects needs it."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def status_code(err: BaseException) -> int | None:
+    """An API error's HTTP status, or None: callers tell 404, 409, 403 and 410 apart by it."""
+    status = getattr(err, "status", None)
+    return status if isinstance(status, int) else None
+
+
 def list_pages(
     resource: Any,
     *,

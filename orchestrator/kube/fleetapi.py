@@ -40,7 +40,15 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from orchestrator.domain.snapshot import FleetSnapshot, Workload
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
-from orchestrator.kube.client import FIELD_MANAGER, PAGE_SIZE, apply, list_pages, read_json
+from orchestrator.kube.client import (
+    FIELD_MANAGER,
+    PAGE_SIZE,
+    apply,
+    list_pages,
+    object_meta,
+    read_json,
+    status_code,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +74,6 @@ class ApiMissingError(RuntimeError):
 
 class WorkloadMissingError(LookupError):
     """A decision names a workload that has no FleetWorkload."""
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 # ------------------------------------------------------------------------------------ CRDs
@@ -104,7 +108,7 @@ def install_crds(dyn: Any, timeout: float = 60.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
         items = read_json(crds.get).get("items") or []
-        ready = {str(_meta(i).get("name")) for i in items if _established(i)}
+        ready = {str(object_meta(i).get("name")) for i in items if _established(i)}
         waiting = sorted(set(names) - ready)
         if not waiting:
             break
@@ -144,7 +148,7 @@ def workload_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec's ``metadata.generation`` and the decision's ``status.observedGeneration`` come along:
     equal, they say the counts were decided under the current policy (``policy_observed``).
     """
-    meta = _meta(obj)
+    meta = object_meta(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     entry: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
@@ -261,7 +265,7 @@ def decision_rows(decision: PlacementDecision) -> list[dict[str, str]]:
 
 def placement_decision(owner: Mapping[str, Any]) -> dict[str, Any]:
     """The PlacementDecision object (metadata only) of a FleetWorkload: same name, owned by it."""
-    meta = _meta(owner)
+    meta = object_meta(owner)
     return {
         "apiVersion": API_VERSION,
         "kind": PLACEMENT_DECISION[1],
@@ -283,10 +287,10 @@ def placement_decision(owner: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    meta = _meta(obj)
+    meta = object_meta(obj)
     refs = meta.get("ownerReferences") or []
-    return (meta.get("labels") or {}).get(WORKLOAD_LABEL) == _meta(owner).get("name") and any(
-        r.get("uid") == _meta(owner).get("uid") and r.get("controller") for r in refs
+    return (meta.get("labels") or {}).get(WORKLOAD_LABEL) == object_meta(owner).get("name") and any(
+        r.get("uid") == object_meta(owner).get("uid") and r.get("controller") for r in refs
     )
 
 
@@ -294,7 +298,7 @@ def placement_decision_status(
     owner: Mapping[str, Any], decision: PlacementDecision
 ) -> dict[str, Any]:
     """The apply configuration of the PlacementDecision's status subresource."""
-    meta = _meta(owner)
+    meta = object_meta(owner)
     return {
         "apiVersion": API_VERSION,
         "kind": PLACEMENT_DECISION[1],
@@ -307,7 +311,7 @@ def fleet_workload_status(
     owner: Mapping[str, Any], decision: PlacementDecision, now: datetime
 ) -> dict[str, Any]:
     """The apply configuration of the FleetWorkload's status subresource (the same decision)."""
-    meta = _meta(owner)
+    meta = object_meta(owner)
     status: dict[str, Any] = {
         "clusters": [{"name": name, "replicas": replicas} for name, replicas in decision.clusters],
         "selectedClusters": len(decision.clusters),
@@ -331,11 +335,6 @@ def _namespace_missing(err: BaseException) -> bool:
     except (ValueError, TypeError, AttributeError):
         return False
     return isinstance(details, dict) and details.get("kind") == "namespaces"
-
-
-def _status_code(err: BaseException) -> int | None:
-    status = getattr(err, "status", None)
-    return status if isinstance(status, int) else None
 
 
 def _apply(res: Any, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -386,20 +385,21 @@ def _mirror(
     """
     pds = resource(dyn, PLACEMENT_DECISION)
     fws = resource(dyn, FLEET_WORKLOAD)
-    meta = _meta(owner)
+    meta = object_meta(owner)
     current: Mapping[str, Any] = pd
     for _ in range(MIRROR_RETRIES):
         body = _with_version(
-            placement_decision_status(owner, decision), str(_meta(current).get("resourceVersion"))
+            placement_decision_status(owner, decision),
+            str(object_meta(current).get("resourceVersion")),
         )
         try:
             _apply(pds.status, body)
             return
         except Exception as err:
-            if _status_code(err) != CONFLICT:
+            if status_code(err) != CONFLICT:
                 raise
         latest = read_json(fws.get, name=meta["name"], namespace=meta["namespace"])
-        if str(_meta(latest).get("resourceVersion")) != committed:
+        if str(object_meta(latest).get("resourceVersion")) != committed:
             return
         current = read_json(pds.get, name=meta["name"], namespace=meta["namespace"])
     raise RuntimeError(f"PlacementDecision {decision.workload}: too many conflicting writers")
@@ -438,14 +438,14 @@ class PlacementWriter:
         if not decisions:
             return
         self._owners = {
-            f"{_meta(o)['namespace']}/{_meta(o)['name']}": o
+            f"{object_meta(o)['namespace']}/{object_meta(o)['name']}": o
             for o in list_fleet_workloads(dyn, namespace)
         }
         missing = sorted({d.workload for d in decisions} - set(self._owners))
         if missing:
             raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
         self._existing = {
-            f"{_meta(p)['namespace']}/{_meta(p)['name']}": p
+            f"{object_meta(p)['namespace']}/{object_meta(p)['name']}": p
             for p in _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
         }
         self._pds = resource(dyn, PLACEMENT_DECISION)
@@ -462,14 +462,14 @@ class PlacementWriter:
         try:
             return self._write(d)
         except Exception as err:
-            if _status_code(err) == NOT_FOUND and _namespace_missing(err):
+            if status_code(err) == NOT_FOUND and _namespace_missing(err):
                 log.warning("placement of %s skipped: its namespace no longer exists", d.workload)
                 return GONE
             raise
 
     def _write(self, d: PlacementDecision) -> str:
         owner = self._owners[d.workload]
-        version = str(_meta(owner).get("resourceVersion"))
+        version = str(object_meta(owner).get("resourceVersion"))
         if d.resource_version and d.resource_version != version:
             self.versions[d.workload] = version
             return CONFLICTED
@@ -485,9 +485,9 @@ class PlacementWriter:
         if not committed_same:
             body = _with_version(fleet_workload_status(owner, d, self._when), d.resource_version)
             try:
-                committed = str(_meta(_apply(self._fws.status, body)).get("resourceVersion"))
+                committed = str(object_meta(_apply(self._fws.status, body)).get("resourceVersion"))
             except Exception as err:
-                if _status_code(err) != CONFLICT:
+                if status_code(err) != CONFLICT:
                     raise
                 self.versions[d.workload] = version
                 return CONFLICTED
@@ -530,6 +530,8 @@ def write_placement_decisions(
 def workload_versions(objs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``namespace/name`` -> resourceVersion of FleetWorkloads (the writer's preconditions)."""
     return {
-        f"{_meta(o).get('namespace')}/{_meta(o).get('name')}": str(_meta(o).get("resourceVersion"))
+        f"{object_meta(o).get('namespace')}/{object_meta(o).get('name')}": str(
+            object_meta(o).get("resourceVersion")
+        )
         for o in objs
     }

@@ -38,9 +38,11 @@ from orchestrator.kube.client import (
     dynamic,
     harden,
     list_pages,
+    object_meta,
     observe_requests,
     read_json,
     run_cancellable,
+    status_code,
 )
 from orchestrator.kube.tracing import request_spans
 
@@ -62,12 +64,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def status_code(err: BaseException) -> int | None:
-    """An API error's HTTP status, or None; shared: every concern class tells 404/409/403 apart."""
-    status = getattr(err, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _refusal(err: BaseException) -> str:
     """The API server's own words for a refused request (its Status message), clipped."""
     message = ""
@@ -79,11 +75,6 @@ def _refusal(err: BaseException) -> str:
             message = ""
     text = " ".join((message or str(getattr(err, "reason", "") or "")).split())
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
-
-
-def object_meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """An object's ``metadata`` (empty if absent); shared by the concern classes' reads and patches."""
-    return obj.get("metadata") or {}
 
 
 def object_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:

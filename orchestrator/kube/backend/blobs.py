@@ -14,9 +14,9 @@ import gzip
 import hashlib
 from typing import Any
 
-from orchestrator.kube.backend.access import KubeAccess, object_annotations, status_code
+from orchestrator.kube.backend.access import KubeAccess, object_annotations
 from orchestrator.kube.backend.port import BackendError, NotFoundError
-from orchestrator.kube.client import FIELD_MANAGER
+from orchestrator.kube.client import FIELD_MANAGER, status_code
 
 CONFIG_MAP = ("v1", "ConfigMap")
 BLOB_PREFIX = "calibrator-blob-"

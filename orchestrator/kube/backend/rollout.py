@@ -19,12 +19,7 @@ from typing import Any
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
 from orchestrator.kube import capi, fleetmap, workload
-from orchestrator.kube.backend.access import (
-    KubeAccess,
-    object_annotations,
-    object_meta,
-    same_version,
-)
+from orchestrator.kube.backend.access import KubeAccess, object_annotations, same_version
 from orchestrator.kube.backend.port import (
     ClusterObservation,
     ClusterRef,
@@ -32,6 +27,7 @@ from orchestrator.kube.backend.port import (
     InvalidObjectError,
     TaintInfo,
 )
+from orchestrator.kube.client import object_meta
 
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"

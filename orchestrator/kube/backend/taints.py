@@ -23,15 +23,10 @@ from orchestrator.domain.taints import (
     without_taint,
 )
 from orchestrator.kube import capi
-from orchestrator.kube.backend.access import (
-    CONFLICT_RETRIES,
-    KubeAccess,
-    object_annotations,
-    object_meta,
-    status_code,
-)
+from orchestrator.kube.backend.access import CONFLICT_RETRIES, KubeAccess, object_annotations
 from orchestrator.kube.backend.port import BackendError, ClusterRef
 from orchestrator.kube.backend.versions import BYPASS_MARKER, UNSAFE_VERSION_ANNOTATION
+from orchestrator.kube.client import object_meta, status_code
 
 
 class TaintWrites(KubeAccess):

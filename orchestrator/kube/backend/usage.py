@@ -21,19 +21,14 @@ from orchestrator.domain.observed_record import (
     record_of,
 )
 from orchestrator.kube import capi, workload
-from orchestrator.kube.backend.access import (
-    CONFLICT_RETRIES,
-    KubeAccess,
-    object_annotations,
-    object_meta,
-    status_code,
-)
+from orchestrator.kube.backend.access import CONFLICT_RETRIES, KubeAccess, object_annotations
 from orchestrator.kube.backend.port import (
     BackendError,
     ClusterRef,
     InvalidObjectError,
     UsageRead,
 )
+from orchestrator.kube.client import object_meta, status_code
 
 OBSERVE_TIMEOUT = 30.0  # one look at a workload cluster, every request included: the gate
 # reads twice (with its window between) inside one patch activity's 120 s

@@ -37,9 +37,7 @@ from orchestrator.kube.backend.access import (
     CONFLICT_RETRIES,
     KubeAccess,
     object_annotations,
-    object_meta,
     same_version,
-    status_code,
 )
 from orchestrator.kube.backend.port import (
     BackendError,
@@ -48,6 +46,7 @@ from orchestrator.kube.backend.port import (
     VersionChangedError,
 )
 from orchestrator.kube.capi import DEFER_ANNOTATION, HOLD_ANNOTATION, TOPOLOGY_MD_LABEL
+from orchestrator.kube.client import object_meta, status_code
 
 STEP_ANNOTATION = "calibrator.dev/step"
 # The Cluster webhook rejects a new topology.version while MachineDeployments are not at the old
