@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs .ci/run the way CI does, so "it passes on a fresh machine" can be checked before stopping:
 # a fresh clone of the committed main (uncommitted work is not in it) into a temporary folder, a
-# copy of ../shared beside it, a fresh Python virtual environment, CI=true and no standard input.
+# fresh Python virtual environment, CI=true and no standard input. The run reads nothing outside
+# its clone, so a checkout needs nothing beside it.
 #
 # Usage:
 #   tools/ci-local.sh            reuse the pinned Go binaries cached under ~/.cache (the usual run)
@@ -25,8 +26,6 @@ for arg in "$@"; do
 done
 
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
-shared="$repo/../shared"
-[[ -d "$shared" ]] || { echo "error: $shared not found: CI lays shared/ beside the clone" >&2; exit 2; }
 branch=$(git -C "$repo" rev-parse --abbrev-ref HEAD)
 [[ "$branch" == main ]] || echo "ci-local: note: HEAD is on $branch; CI runs main" >&2
 
@@ -35,8 +34,6 @@ log="$tmp/ci.log"
 echo "ci-local: $tmp (log: $log)"
 git clone --quiet --branch main --single-branch "$repo" "$tmp/main"
 echo "ci-local: main at $(git -C "$tmp/main" log -1 --format='%h %s')"
-cp -r "$shared" "$tmp/shared"
-chmod -R a-w "$tmp/shared"  # CI's copy has no write bits
 python3 -m venv "$tmp/venv"
 
 env_args=(CI=true PATH="$tmp/venv/bin:$PATH" VIRTUAL_ENV="$tmp/venv")
