@@ -29,8 +29,9 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane import dockerenv
+from orchestrator.localplane.components import REPO_ROOT
 from orchestrator.localplane.dockerd import DockerEngine, api
-from orchestrator.localplane.plane import REPO_ROOT, LocalPlane
+from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, machines, patch, wait_for
 
 NS = "capd-docker"

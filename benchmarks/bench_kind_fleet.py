@@ -58,8 +58,8 @@ from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, d
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_objects
+from orchestrator.localplane.components import REPO_ROOT
 from orchestrator.localplane.dockerd import DockerEngine
-from orchestrator.localplane.plane import REPO_ROOT
 from workflows.client import status
 from workflows.model import ClusterState, Phase, StepState
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.localplane.components import resolve_bin_dir
 from orchestrator.localplane.dockerd import DockerEngine
 from orchestrator.localplane.inotify import (
     InotifyResult,
@@ -28,7 +29,7 @@ from orchestrator.localplane.inotify import (
     ProcSysLimits,
     check_and_raise,
 )
-from orchestrator.localplane.plane import LocalPlane, PlaneStatus, resolve_bin_dir
+from orchestrator.localplane.plane import LocalPlane, PlaneStatus
 from orchestrator.localplane.processes import PlaneError
 
 PROVIDERS = ("in-memory", "docker")

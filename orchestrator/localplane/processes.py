@@ -45,6 +45,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie counts as gone)."""
     try:

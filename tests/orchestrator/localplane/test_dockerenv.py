@@ -7,7 +7,7 @@ import pytest
 
 from orchestrator.localplane import dockerenv
 from orchestrator.localplane.dockerd import archive_images
-from orchestrator.localplane.plane import MANAGERS, LocalPlane, _manager_env
+from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import PlaneError
 
 
@@ -69,16 +69,3 @@ def test_down_without_an_engine_forgets_the_provider_file(tmp_path: Path) -> Non
     provider.write_text(json.dumps({"provider": "docker", "dockerStateDir": str(tmp_path / "d")}))
     assert dockerenv.down(plane) == []  # nothing recorded runs: neither plane nor dockerd
     assert not provider.exists()
-
-
-def test_only_capd_gets_the_docker_host_and_never_one_inherited(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/someone-elses.sock")
-    by_name = {m.name: m for m in MANAGERS}
-    assert _manager_env(by_name["capd"], "unix:///s/docker.sock") == {
-        "POD_IP": "127.0.0.1",
-        "DOCKER_HOST": "unix:///s/docker.sock",
-    }
-    assert _manager_env(by_name["capd"], None)["DOCKER_HOST"] == ""
-    assert "DOCKER_HOST" not in _manager_env(by_name["capi"], "unix:///s/docker.sock")
