@@ -30,7 +30,8 @@ from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane import dockerenv
 from orchestrator.localplane.components import REPO_ROOT
-from orchestrator.localplane.dockerd import DockerEngine, api
+from orchestrator.localplane.dockerapi import api
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, machines, patch, wait_for
 

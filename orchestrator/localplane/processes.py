@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -36,6 +37,11 @@ class ProcessRecord:
     log: str
     health_url: str
     started_at: float = field(default_factory=time.time)
+
+
+def which(binary: str) -> str | None:
+    """``binary`` on PATH or in the sbin directories (dockerd and iptables live there)."""
+    return shutil.which(binary, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
 def free_port() -> int:

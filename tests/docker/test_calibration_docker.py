@@ -45,7 +45,7 @@ from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, d
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, get, machines, wait_for
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend

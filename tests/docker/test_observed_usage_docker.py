@@ -48,7 +48,8 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine, api
+from orchestrator.localplane.dockerapi import api
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from tests.integration.helpers import fully_at_version, get, machines, patch, wait_for
 from tests.workflows.harness import SERVER_STARTUP, binary_path
