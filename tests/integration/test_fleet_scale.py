@@ -24,8 +24,8 @@ from benchmarks.bench_calibration import (
 )
 from orchestrator.kube import capi
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import wait_for
+from testkit.capi_waits import wait_for
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 
 pytestmark = pytest.mark.integration
 
