@@ -42,22 +42,21 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.bench_calibration import (
-    CREATE_TIMEOUT,
-    STUCK,
-    TARGET,
-    Sampler,
-    observe,
-    provision,
-    temporal_binary,
-    wait_available,
-)
+from benchmarks.bench_calibration import STUCK, Sampler
 from orchestrator.domain.taints import SCHEDULABLE_LABEL
 from orchestrator.kube import capi
 from orchestrator.kube.backend.access import PatchRecord
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
+from testkit.capd_fleet import (
+    CREATE_TIMEOUT,
+    TARGET,
+    observe,
+    provision,
+    temporal_binary,
+    wait_available,
+)
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
