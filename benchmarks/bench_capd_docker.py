@@ -29,9 +29,11 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine, api
-from orchestrator.localplane.plane import REPO_ROOT, LocalPlane
-from tests.integration.helpers import fully_at_version, machines, patch, wait_for
+from orchestrator.localplane.components import REPO_ROOT
+from orchestrator.localplane.dockerapi import api
+from orchestrator.localplane.dockerengine import DockerEngine
+from orchestrator.localplane.plane import LocalPlane
+from testkit.capi_waits import fully_at_version, machines, patch, wait_for
 
 NS = "capd-docker"
 CNI_MANIFEST = REPO_ROOT / "tools" / "kind" / "rootfs" / "kind" / "manifests" / "default-cni.yaml"

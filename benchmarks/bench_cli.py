@@ -7,7 +7,7 @@ Every cell is a fresh interpreter (``python -m orchestrator.cli.main CMD --snaps
 timed from start to exit with its output written to a file: imports, reading and validating the
 snapshot, compute, building the document and encoding it all count, as they do for a user.
 The median of ``--repeats`` runs is reported with the output size. Fleets come from
-``benchmarks/fleetgen.py`` (seed 0), written once per size as JSON and as YAML into ``--data``.
+``testkit/fleetgen.py`` (seed 0), written once per size as JSON and as YAML into ``--data``.
 
 A run that exceeds ``--timeout`` is killed and its cell says so (remaining repeats skipped).
 ``--profile`` adds one extra run per cell under cProfile and reports the share of the run spent
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.fleetgen import write_fleet
+from testkit.fleetgen import write_fleet
 
 TARGET = "v1.35.0"
 # (command, clusters, format) -> limit in seconds, from issue 9.

@@ -7,7 +7,7 @@ behind alternate), and calibrates the first through the proxy with no faults (th
 the second at ``--rate`` faults, so the wall-time ratio compares like with like. The same code
 runs the CI test (tests/integration/test_api_faults.py: 3 clusters, 15 % faults, no clean run).
 
-The proxy (tests/integration/faultproxy.py) re-terminates TLS, forwards the worker's bearer token
+The proxy (testkit/faultproxy.py) re-terminates TLS, forwards the worker's bearer token
 and injects 409 on writes, 429 with Retry-After, 500, 503, connection resets and answers held
 past the client's timeout. Checked while it runs (AssertionError otherwise):
 - no cluster is ever observed mid-upgrade and untainted (bench_calibration.Sampler: four LISTs
@@ -42,22 +42,21 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.bench_calibration import (
-    CREATE_TIMEOUT,
-    STUCK,
-    TARGET,
-    Sampler,
-    observe,
-    provision,
-    temporal_binary,
-    wait_available,
-)
+from benchmarks.bench_calibration import STUCK, Sampler
 from orchestrator.domain.taints import SCHEDULABLE_LABEL
 from orchestrator.kube import capi
 from orchestrator.kube.backend.access import PatchRecord
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
+from testkit.capd_fleet import (
+    CREATE_TIMEOUT,
+    TARGET,
+    observe,
+    provision,
+    temporal_binary,
+    wait_available,
+)
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
@@ -192,7 +191,7 @@ async def calibrate_through_proxy(
     label: str = "faults",
 ) -> FaultReport:
     """Calibrate the provisioned fleet of ``namespace`` to TARGET through the fault proxy."""
-    from tests.integration.faultproxy import FaultProxy, upstream_of  # noqa: PLC0415
+    from testkit.faultproxy import FaultProxy, upstream_of  # noqa: PLC0415
 
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
@@ -294,7 +293,7 @@ async def calibrate_through_proxy(
 
 def worker_token(kubeconfig: Path, mgmt: client.ApiClient, namespaces: list[str]) -> str:
     """deploy/rbac applied, its bindings in ``namespaces``, a TokenRequest token for the worker."""
-    from tests.integration.conftest import (  # noqa: PLC0415
+    from testkit.worker_rbac import (  # noqa: PLC0415
         REPO,
         WORKER_SA,
         grant_kubeconfig_reader,

@@ -58,8 +58,9 @@ from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, d
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_objects
-from orchestrator.localplane.dockerd import DockerEngine
-from orchestrator.localplane.plane import REPO_ROOT
+from orchestrator.localplane.components import REPO_ROOT
+from orchestrator.localplane.dockerapi import load_archive
+from orchestrator.localplane.dockerengine import DockerEngine
 from workflows.client import status
 from workflows.model import ClusterState, Phase, StepState
 
@@ -758,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout.strip()  # fmt: skip
     for version in sorted({m.version for m in members} | {TARGET}):
-        loaded = engine.load_archive(Path(kind_set) / "images" / f"node-{version}.tar")
+        loaded = load_archive(engine.socket, Path(kind_set) / "images" / f"node-{version}.tar")
         log(f"node image {version}: {'loaded' if loaded else 'already in the engine'}")
     prepared = prepare_on(engine, Path(os.environ["KUBECONFIG"]))
     _, mgmt, dyn = prepared

@@ -1,7 +1,7 @@
 """Time reading a snapshot file: parse (YAML or JSON) plus validation; prints a markdown table.
 
 Usage: ``python -m benchmarks.bench_load [--clusters 1000] [--workloads 10000] [--repeats 3]
-[--baseline]``. The fleet comes from ``benchmarks.fleetgen`` and is written once as block-style
+[--baseline]``. The fleet comes from ``testkit.fleetgen`` and is written once as block-style
 YAML and as compact JSON (generation not timed). ``--baseline`` also times the loaders the
 project used before ``orchestrator.domain.documents``: ``yaml.safe_load`` (pure Python) and
 ``yaml.load(..., CSafeLoader)``, each followed by the same validation.
@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.domain.documents import load_document
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
+from testkit.fleetgen import generate_fleet_mapping
 
 
 def _validated(load: Callable[[bytes], Any], text: bytes) -> object:

@@ -25,7 +25,7 @@ from orchestrator.kube import capi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, machines, patch, wait_for
+from testkit.capi_waits import fully_at_version, machines, patch, wait_for
 
 NS = "bench"
 

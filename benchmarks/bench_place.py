@@ -22,10 +22,10 @@ import statistics
 import sys
 import time
 
-from benchmarks.fleetgen import generate_fleet
 from orchestrator.cli.runtime import GC_THRESHOLDS
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.placement import place
+from testkit.fleetgen import generate_fleet
 
 TARGET = (1000, 10000, 1.0)  # clusters, workloads, CPU seconds
 

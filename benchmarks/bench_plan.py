@@ -20,12 +20,12 @@ import sys
 import time
 from collections.abc import Callable
 
-from benchmarks.fleetgen import generate_fleet
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.upgradeplan import plan_cluster
 from orchestrator.domain.versions import KubeVersion, newest
 from orchestrator.domain.waves import DEFAULT_STRATEGY, build_rollout
 from orchestrator.planning import plan_calibration
+from testkit.fleetgen import generate_fleet
 
 
 def plans_only(snapshot: FleetSnapshot, target: KubeVersion) -> int:

@@ -2,7 +2,7 @@
 
 Usage: ``python -m benchmarks.bench_replace [--clusters 100] [--workloads 1000] [--target
 v1.35.0]``. Pure and offline (no plane, no Temporal): the placements are the ones the workflow's
-replace activity computes, on a ``benchmarks/fleetgen.py`` fleet (seed 0).
+replace activity computes, on a ``testkit/fleetgen.py`` fleet (seed 0).
 
 The fleet is placed once and *settled* (each workload's decision written back as its current
 placement, its usage into ``allocated``, as the live fleet is once decisions run). Then every
@@ -28,12 +28,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.domain.quantity import parse_cpu_milli, parse_memory_bytes
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.placement import place
 from orchestrator.placement.result import PlacementResult
+from testkit.fleetgen import generate_fleet_mapping
 
 UPGRADING = {"key": "calibrator.dev/upgrading", "value": "bench", "effect": "NoSchedule"}
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import FAST, TIME_SKIPPING, Harness, binary_path
+from testkit.fake_backend import InMemoryFleet
+from testkit.fleetgen import generate_fleet_mapping
+from testkit.workflow_harness import FAST, TIME_SKIPPING, Harness, binary_path
 from workflows.client import start_calibration
 from workflows.model import CalibrationInput
 from workflows.worker import build_worker
@@ -35,7 +35,7 @@ TARGET, OLD = "v1.35.0", "v1.34.2"
 
 
 def scale_fleet(clusters: int, behind: int, *, workloads: int = 0) -> InMemoryFleet:
-    """A ``benchmarks.fleetgen`` fleet with every cluster at v1.35.0 except the first ``behind``.
+    """A ``testkit.fleetgen`` fleet with every cluster at v1.35.0 except the first ``behind``.
 
     fleetgen's clusters (labels, taints, capacity, RTTs) keep the payloads realistic; the
     versions are forced so the run itself upgrades only ``behind`` clusters.

@@ -34,7 +34,7 @@ from infra.spec import CONFIG_NAMESPACE, FleetSpecError, parse_fleet
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube import capi
 from orchestrator.kube.client import api_client, dynamic, list_pages
-from orchestrator.localplane.plane import resolve_bin_dir
+from orchestrator.localplane.components import resolve_bin_dir
 from orchestrator.localplane.processes import PlaneError
 
 INFRA = Path(__file__).resolve().parent

@@ -247,7 +247,7 @@ up_inner() {
 import sys
 from pathlib import Path
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane.dockerengine import DockerEngine
 e = DockerEngine(Path(sys.argv[1]))
 made = e.ensure_network(dockerenv.NETWORK, dockerenv.NETWORK_SUBNET, dockerenv.NETWORK_GATEWAY)
 print(f"[e2e-kind] network {dockerenv.NETWORK} {dockerenv.NETWORK_SUBNET}: {'created' if made else 'exists'}", file=sys.stderr)
@@ -299,8 +299,9 @@ load_archive() {
   python3 - "$STATE/docker" "$1" <<'PY'
 import sys
 from pathlib import Path
-from orchestrator.localplane.dockerd import DockerEngine
-loaded = DockerEngine(Path(sys.argv[1])).load_archive(Path(sys.argv[2]))
+from orchestrator.localplane.dockerapi import load_archive
+from orchestrator.localplane.dockerengine import DockerEngine
+loaded = load_archive(DockerEngine(Path(sys.argv[1])).socket, Path(sys.argv[2]))
 print(f"[e2e-kind] {Path(sys.argv[2]).name}: {'loaded ' + ', '.join(loaded) if loaded else 'already in the engine'}", file=sys.stderr)
 PY
 }

@@ -21,14 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane import dockerapi
+from orchestrator.localplane.components import resolve_bin_dir
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.inotify import (
     InotifyResult,
     KernelLimits,
     ProcSysLimits,
     check_and_raise,
 )
-from orchestrator.localplane.plane import LocalPlane, PlaneStatus, resolve_bin_dir
+from orchestrator.localplane.plane import LocalPlane, PlaneStatus
 from orchestrator.localplane.processes import PlaneError
 
 PROVIDERS = ("in-memory", "docker")
@@ -127,7 +129,7 @@ def up(
     loaded: list[str] = []
     for archive in [*node_archives(kind_set, node_versions), haproxy_set / "images/haproxy.tar"]:
         progress(f"loading {archive.name} unless the engine has it")
-        loaded += engine.load_archive(archive)
+        loaded += dockerapi.load_archive(engine.socket, archive)
     seconds["images"] = round(time.monotonic() - t0, 1)
 
     t0 = time.monotonic()

@@ -2,8 +2,13 @@
 
 Order (each step waits with a timeout and fails with the component's last log lines):
 PKI -> etcd -> kube-apiserver (+ admin kubeconfig) -> CRDs of core, CABPK, KCP and CAPD (contract
-labels, conversion to the owning manager) and our own calibrator.dev CRDs -> the four managers -> webhook configurations pointed at
-127.0.0.1 with our CA -> a dry-run Cluster through the webhooks.
+labels, conversion to the owning manager) and our own calibrator.dev CRDs -> the four managers ->
+webhook configurations pointed at 127.0.0.1 with our CA -> a dry-run Cluster through the webhooks
+-> the API server's OpenAPI document.
+
+This module is the order and the state; what each component runs is components.py, what is
+installed into the API server is install.py, how a process is started and stopped is
+processes.py, and the TTL's watchdog is ttl.py (starting it) and watchdog.py (the process).
 
 ``up`` is idempotent: when everything recorded in ``state.json`` is alive and healthy it returns at
 once; when anything died it stops whatever is left (by pid) and starts the plane again on the same
@@ -19,26 +24,35 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from orchestrator.localplane import pki
+from orchestrator.localplane import install, pki, ttl
+from orchestrator.localplane.components import (
+    MANAGERS,
+    apiserver_argv,
+    apiserver_url,
+    assign_ports,
+    etcd_argv,
+    etcd_health_url,
+    manager_argv,
+    manager_env,
+    manager_health_url,
+    resolve_bin_dir,
+)
 from orchestrator.localplane.processes import (
     PlaneError,
     ProcessRecord,
     TLSClient,
     alive,
-    free_port,
     healthy,
+    listening,
     load_records,
     save_records,
     start,
@@ -47,12 +61,6 @@ from orchestrator.localplane.processes import (
     wait_until,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
-OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-OPENAPI_WAIT_SECONDS = 120.0  # one request's limit while the document is built
-CAPD_RESERVED = range(19000, 30001)  # CAPD's debug port and in-memory API server listeners
-
 
 def default_state_dir() -> Path:
     """``$CALIBRATOR_STATE_DIR`` or ``~/.local/state/fleet-calibrator/localplane``."""
@@ -60,69 +68,6 @@ def default_state_dir() -> Path:
     if env:
         return Path(env)
     return Path.home() / ".local" / "state" / "fleet-calibrator" / "localplane"
-
-
-def resolve_bin_dir(
-    progress: Callable[[str], None] = lambda _: None,
-    build_set: str = "control-plane",
-    env_var: str = "CALIBRATOR_BIN_DIR",
-) -> Path:
-    """``$<env_var>``, or build/reuse one set of pinned binaries with tools/build.sh."""
-    env = os.environ.get(env_var)
-    if env:
-        return Path(env)
-    if not BUILD_SCRIPT.exists():
-        raise PlaneError(f"{BUILD_SCRIPT} not found; set {env_var} to the built binaries")
-    progress(f"building or reusing pinned binaries (tools/build.sh --set {build_set})")
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--set", build_set],
-        stdout=subprocess.PIPE,
-        stderr=sys.stderr,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise PlaneError(
-            f"tools/build.sh --set {build_set} failed with exit code {proc.returncode}"
-        )
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-@dataclass(frozen=True)
-class Manager:
-    """One CAPI manager process and the CRDs/webhooks it serves."""
-
-    name: str
-    binary: str
-    component: str  # key in manifest.json crdDirsByComponent / webhookManifests
-    provider_label: str
-    contract_labels: bool
-    feature_gates: str | None = "ClusterTopology=true"
-    env: dict[str, str] = field(default_factory=dict)
-
-
-MANAGERS = (
-    Manager("capi", "capi-manager", "core", "cluster-api", False),
-    Manager(
-        "kubeadm-bootstrap",
-        "kubeadm-bootstrap-manager",
-        "kubeadm-bootstrap",
-        "bootstrap-kubeadm",
-        True,
-        None,
-    ),
-    Manager(
-        "kubeadm-control-plane",
-        "kubeadm-control-plane-manager",
-        "kubeadm-control-plane",
-        "control-plane-kubeadm",
-        True,
-    ),
-    # POD_IP becomes the host of every in-memory workload API server endpoint.
-    Manager(
-        "capd", "capd-manager", "capd", "infrastructure-docker", True, env={"POD_IP": "127.0.0.1"}
-    ),
-)
 
 
 @dataclass
@@ -193,25 +138,6 @@ class LocalPlane:
             self.pki_dir / "ca.crt", self.pki_dir / "admin.crt", self.pki_dir / "admin.key"
         )
 
-    def _ports(self, previous: dict[str, Any]) -> dict[str, int]:
-        names = ["etcd-client", "etcd-peer", "apiserver"]
-        for m in MANAGERS:
-            names += [f"{m.name}-webhook", f"{m.name}-health", f"{m.name}-diagnostics"]
-        ports: dict[str, int] = {}
-        old = previous.get("ports", {}) if isinstance(previous.get("ports"), dict) else {}
-        for name in names:
-            port = old.get(name)
-            ports[name] = int(port) if isinstance(port, int) else self._fresh_port(ports)
-        return ports
-
-    @staticmethod
-    def _fresh_port(taken: dict[str, int]) -> int:
-        for _ in range(100):
-            port = free_port()
-            if port not in CAPD_RESERVED and port not in taken.values():
-                return port
-        raise PlaneError("no free port found on 127.0.0.1")
-
     # ------------------------------------------------------------------ status
     def status(self) -> PlaneStatus:
         """Report each recorded component (never starts or stops anything)."""
@@ -244,9 +170,7 @@ class LocalPlane:
             if alive(record.pid):
                 stop(record, timeout)
                 stopped.append(record.name)
-        watchdog = extra.get("watchdogPid")
-        if isinstance(watchdog, int) and watchdog != os.getpid() and alive(watchdog):
-            stop(ProcessRecord("watchdog", watchdog, [], "", ""), timeout)
+        ttl.stop_watchdog(extra.get("watchdogPid"), timeout)
         if records:
             save_records(
                 self.state_file, [], {k: v for k, v in extra.items() if k != "watchdogPid"}
@@ -278,7 +202,8 @@ class LocalPlane:
             self.down()
             current = self.status()
         if current.healthy and len(current.components) == 2 + len(MANAGERS):
-            self._install_api()  # a plane started by an older version may lack our CRDs
+            # A plane started by an older version may lack our CRDs.
+            install.install_calibrator_crds(install.connect(self.kubeconfig))
             progress("already running and healthy")
             return current
         if current.components:
@@ -293,7 +218,7 @@ class LocalPlane:
         def left() -> float:
             return max(5.0, deadline - time.monotonic())
 
-        if _listening(19000):
+        if listening(19000):
             raise PlaneError(
                 "127.0.0.1:19000 is in use: CAPD's in-memory backend needs it (is another local plane "
                 "running? `calibrator env down --state-dir ...` stops it)"
@@ -301,7 +226,7 @@ class LocalPlane:
         bin_dir = resolve_bin_dir(progress)
         manifest = json.loads((bin_dir / "manifest.json").read_text())
         _, previous = self._load()
-        ports = self._ports(previous)
+        ports = assign_ports(previous)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         records: list[ProcessRecord] = []
         extra: dict[str, object] = {
@@ -347,68 +272,25 @@ class LocalPlane:
             etcd = record(
                 start(
                     "etcd",
-                    [
-                        str(bin_dir / "etcd"),
-                        "--name",
-                        "calibrator",
-                        "--data-dir",
-                        str(self.state_dir / "etcd-data"),
-                        "--listen-client-urls",
-                        f"http://127.0.0.1:{ports['etcd-client']}",
-                        "--advertise-client-urls",
-                        f"http://127.0.0.1:{ports['etcd-client']}",
-                        "--listen-peer-urls",
-                        f"http://127.0.0.1:{ports['etcd-peer']}",
-                        "--initial-advertise-peer-urls",
-                        f"http://127.0.0.1:{ports['etcd-peer']}",
-                        "--initial-cluster",
-                        f"calibrator=http://127.0.0.1:{ports['etcd-peer']}",
-                        "--unsafe-no-fsync=true",
-                        "--quota-backend-bytes",
-                        str(4 * 2**30),
-                        "--log-level",
-                        "warn",
-                    ],
+                    etcd_argv(bin_dir, self.state_dir / "etcd-data", ports),
                     self.logs / "etcd.log",
-                    f"http://127.0.0.1:{ports['etcd-client']}/health",
+                    etcd_health_url(ports),
                 )
             )
             wait_until("etcd", lambda: healthy(etcd.health_url), left(), etcd)
 
             progress("starting kube-apiserver")
-            api_url = f"https://127.0.0.1:{ports['apiserver']}"
+            api_url = apiserver_url(ports)
+            argv = apiserver_argv(
+                bin_dir,
+                ports,
+                serving=serving,
+                ca=ca,
+                sa_key=sa_key,
+                cert_dir=self.pki_dir / "apiserver-generated",
+            )
             apiserver = record(
-                start(
-                    "kube-apiserver",
-                    [
-                        str(bin_dir / "kube-apiserver"),
-                        f"--etcd-servers=http://127.0.0.1:{ports['etcd-client']}",
-                        "--bind-address=127.0.0.1",
-                        "--advertise-address=127.0.0.1",
-                        f"--secure-port={ports['apiserver']}",
-                        f"--tls-cert-file={serving.cert}",
-                        f"--tls-private-key-file={serving.key}",
-                        f"--client-ca-file={ca.cert}",
-                        f"--service-account-issuer={api_url}",
-                        f"--service-account-key-file={sa_key}",
-                        f"--service-account-signing-key-file={sa_key}",
-                        "--service-cluster-ip-range=10.0.0.0/24",
-                        "--authorization-mode=RBAC",
-                        "--allow-privileged=true",
-                        "--disable-admission-plugins=ServiceAccount",
-                        f"--cert-dir={self.pki_dir / 'apiserver-generated'}",
-                        "--max-requests-inflight=800",
-                        "--max-mutating-requests-inflight=400",
-                        # A deprecated API that is off by default, served so that the
-                        # observation of deprecated-API use (kube/apiusage.py) can be tested on
-                        # a real apiserver: VolumeAttributesClass at storage.k8s.io/v1beta1,
-                        # deprecated in 1.34 and removed in 1.37 (the catalog's row). Nothing
-                        # else of the plane uses it; the group's other v1beta1 kinds are gone.
-                        "--runtime-config=storage.k8s.io/v1beta1=true",
-                    ],
-                    self.logs / "kube-apiserver.log",
-                    f"{api_url}/readyz",
-                )
+                start("kube-apiserver", argv, self.logs / "kube-apiserver.log", f"{api_url}/readyz")
             )
             tls = self._tls()
             wait_until(
@@ -417,54 +299,31 @@ class LocalPlane:
             self._write_kubeconfig(api_url)
 
             progress("installing Cluster API CRDs")
-            from orchestrator.kube.client import api_client, apply_all, dynamic  # noqa: PLC0415
-            from orchestrator.kube.fleetapi import install_crds  # noqa: PLC0415
-
-            dyn = dynamic(api_client(self.kubeconfig))
+            dyn = install.connect(self.kubeconfig)
             ca_b64 = base64.b64encode(ca.cert.read_bytes()).decode()
-            crds = list(self._crds(manifest, ports, ca_b64))
-            apply_all(dyn, crds)
-            self._wait_crds_established(dyn, [c["metadata"]["name"] for c in crds], left())
+            install.install_capi_crds(dyn, manifest, ports, ca_b64, left())
             progress("installing calibrator.dev CRDs (FleetWorkload, PlacementDecision)")
-            install_crds(dyn, left())
+            install.install_calibrator_crds(dyn, left())
 
             for m in MANAGERS:
                 progress(f"starting {m.name} manager")
-                argv = [
-                    str(bin_dir / m.binary),
-                    f"--kubeconfig={self.kubeconfig}",
-                    f"--webhook-cert-dir={self.webhook_dir}",
-                    f"--webhook-port={ports[f'{m.name}-webhook']}",
-                    f"--health-addr=127.0.0.1:{ports[f'{m.name}-health']}",
-                    f"--diagnostics-address=127.0.0.1:{ports[f'{m.name}-diagnostics']}",
-                    "--insecure-diagnostics",
-                ]
-                if m.feature_gates:
-                    argv.append(f"--feature-gates={m.feature_gates}")
-                env = _manager_env(m, docker_host)
                 record(
                     start(
                         m.name,
-                        argv,
+                        manager_argv(m, bin_dir, ports, self.kubeconfig, self.webhook_dir),
                         self.logs / f"{m.name}.log",
-                        f"http://127.0.0.1:{ports[f'{m.name}-health']}/readyz",
-                        env,
+                        manager_health_url(m, ports),
+                        manager_env(m, docker_host),
                     )
                 )
             for r in records[2:]:
                 wait_until(r.name, functools.partial(healthy, r.health_url), left(), r)
 
             progress("configuring webhooks")
-            apply_all(dyn, self._webhook_configs(manifest, ports, ca_b64))
-            self._wait_webhooks(dyn, left())
+            install.install_webhooks(dyn, manifest, ports, ca_b64, left())
 
-            # kube-apiserver builds its OpenAPI document lazily, once per format, on the first
-            # request after the CRDs change; with every CAPI CRD installed that takes tens of
-            # seconds on a busy machine. Clients that read it with a short limit (Pulumi's
-            # Kubernetes provider gives up after 32 s) then fail on a healthy plane, so the
-            # plane is ready only once both formats they ask for are built.
             progress("building the API server's OpenAPI document")
-            _wait_openapi(api_url, tls, left(), apiserver)
+            install.wait_openapi(api_url, tls, left(), apiserver)
         except BaseException:
             for r in reversed(records):
                 if alive(r.pid):
@@ -475,10 +334,11 @@ class LocalPlane:
         extra["startSeconds"] = round(time.monotonic() - began, 2)
         # A plane repaired without a TTL of its own keeps what was left of the one it had: a
         # test or demo plane must not outlive its run because something repaired it.
-        ttl = ttl_seconds or _remaining(previous.get("watchdogDeadline"))
-        if ttl:
-            extra["watchdogPid"] = self._start_watchdog(ttl)
-            extra["watchdogDeadline"] = time.time() + ttl
+        ttl_left = ttl_seconds or ttl.remaining(previous.get("watchdogDeadline"))
+        if ttl_left:
+            log = self.logs / "watchdog.log"
+            extra["watchdogPid"] = ttl.spawn_watchdog(self.state_dir, ttl_left, log)
+            extra["watchdogDeadline"] = ttl.deadline(ttl_left)
         save_records(self.state_file, records, extra)
         progress(f"ready in {time.monotonic() - began:.1f}s; kubeconfig: {self.kubeconfig}")
         return self.status()
@@ -519,7 +379,7 @@ class LocalPlane:
         docker_host = extra.get("dockerHost")
         env = next(
             (
-                _manager_env(m, docker_host if isinstance(docker_host, str) else None)
+                manager_env(m, docker_host if isinstance(docker_host, str) else None)
                 for m in MANAGERS
                 if m.name == name
             ),
@@ -532,7 +392,7 @@ class LocalPlane:
         wait_until(name, lambda: healthy(fresh.health_url, tls), timeout, fresh)
         if name == "kube-apiserver":
             api_url = fresh.health_url.removesuffix("/readyz")
-            _wait_openapi(api_url, tls, max(5.0, deadline - time.monotonic()), fresh)
+            install.wait_openapi(api_url, tls, max(5.0, deadline - time.monotonic()), fresh)
         return self._component_status(fresh, tls)
 
     def pause_component(self, name: str) -> None:
@@ -592,13 +452,6 @@ class LocalPlane:
         return ComponentStatus(record.name, record.pid, running, ok, record.health_url, record.log)
 
     # ------------------------------------------------------------------ helpers
-    def _install_api(self, timeout: float = 60.0) -> None:
-        """Server-side apply our calibrator.dev CRDs (idempotent) and wait until Established."""
-        from orchestrator.kube.client import api_client, dynamic  # noqa: PLC0415
-        from orchestrator.kube.fleetapi import install_crds  # noqa: PLC0415
-
-        install_crds(dynamic(api_client(self.kubeconfig)), timeout)
-
     def _write_kubeconfig(self, server: str) -> None:
         def b64(path: Path) -> str:
             return base64.b64encode(path.read_bytes()).decode()
@@ -636,172 +489,6 @@ class LocalPlane:
         tmp.write_text(yaml.safe_dump(config))
         tmp.chmod(0o600)
         tmp.replace(self.kubeconfig)
-
-    @staticmethod
-    def _crds(
-        manifest: dict[str, Any], ports: dict[str, int], ca_b64: str
-    ) -> Iterator[dict[str, Any]]:
-        """CRDs with the labels kustomize would add and conversion pointed at the owning manager."""
-        for m in MANAGERS:
-            directory = Path(manifest["crdDirsByComponent"][m.component])
-            for path in sorted(directory.glob("*.yaml")):
-                for doc in yaml.safe_load_all(path.read_text()):
-                    if not doc:
-                        continue
-                    labels = doc["metadata"].setdefault("labels", {}) or {}
-                    doc["metadata"]["labels"] = labels
-                    labels["cluster.x-k8s.io/provider"] = m.provider_label
-                    if m.contract_labels:
-                        # CAPI core resolves the API version of every bootstrap / control-plane /
-                        # infrastructure reference from these contract labels.
-                        labels["cluster.x-k8s.io/v1beta1"] = "v1beta1"
-                        labels["cluster.x-k8s.io/v1beta2"] = "v1beta2"
-                    if len(doc["spec"]["versions"]) > 1:
-                        doc["spec"]["conversion"] = {
-                            "strategy": "Webhook",
-                            "webhook": {
-                                "conversionReviewVersions": ["v1"],
-                                "clientConfig": {
-                                    "url": f"https://127.0.0.1:{ports[f'{m.name}-webhook']}/convert",
-                                    "caBundle": ca_b64,
-                                },
-                            },
-                        }
-                    yield doc
-
-    @staticmethod
-    def _webhook_configs(
-        manifest: dict[str, Any], ports: dict[str, int], ca_b64: str
-    ) -> Iterator[dict[str, Any]]:
-        """Each manager's webhook configurations, renamed apart and pointed at 127.0.0.1."""
-        for m in MANAGERS:
-            text = Path(manifest["webhookManifests"][m.component]).read_text()
-            for doc in yaml.safe_load_all(text):
-                if not doc:
-                    continue
-                doc["metadata"]["name"] = f"calibrator-{m.name}-{doc['metadata']['name']}"
-                for hook in doc.get("webhooks", []):
-                    path = hook["clientConfig"]["service"]["path"]
-                    hook["clientConfig"] = {
-                        "url": f"https://127.0.0.1:{ports[f'{m.name}-webhook']}{path}",
-                        "caBundle": ca_b64,
-                    }
-                yield doc
-
-    @staticmethod
-    def _wait_crds_established(dyn: Any, names: list[str], timeout: float) -> None:
-        from orchestrator.kube.client import read_json  # noqa: PLC0415
-
-        crd_api = dyn.resources.get(
-            api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
-        )
-
-        def established() -> bool:
-            items = read_json(crd_api.get).get("items", [])
-            ready = {
-                i["metadata"]["name"]
-                for i in items
-                if any(
-                    c["type"] == "Established" and c["status"] == "True"
-                    for c in ((i.get("status") or {}).get("conditions") or [])
-                )
-            }
-            return set(names) <= ready
-
-        wait_until("CRDs established", established, timeout)
-
-    @staticmethod
-    def _wait_webhooks(dyn: Any, timeout: float) -> None:
-        """Dry-run create a Cluster until the core validating webhook answers.
-
-        The probe is deliberately incomplete: a denial *from the webhook* proves the API server can
-        reach the manager over TLS with our CA, which is all this wait is about.
-        """
-        clusters = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
-        probe = {
-            "apiVersion": "cluster.x-k8s.io/v1beta2",
-            "kind": "Cluster",
-            "metadata": {"name": "webhook-probe", "namespace": "default"},
-            "spec": {"paused": True},
-        }
-        errors: list[str] = []
-
-        def answered() -> bool:
-            try:
-                clusters.create(body=probe, namespace="default", query_params=[("dryRun", "All")])
-                return True
-            except Exception as err:
-                text = str(getattr(err, "body", None) or err)
-                if "validation.cluster.cluster.x-k8s.io" in text and "denied the request" in text:
-                    return True
-                errors[:] = [text[:400]]
-                return False
-
-        try:
-            wait_until("webhooks", answered, timeout)
-        except PlaneError as err:
-            raise PlaneError(f"{err}; last error: {errors[-1] if errors else '-'}") from None
-
-    def _start_watchdog(self, ttl_seconds: int) -> int:
-        """A detached process that runs ``down`` after ``ttl_seconds`` so nothing outlives its use."""
-        log = (self.logs / "watchdog.log").open("ab")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator.localplane.watchdog",
-                str(self.state_dir),
-                str(ttl_seconds),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        return proc.pid
-
-
-def _manager_env(manager: Manager, docker_host: str | None) -> dict[str, str]:
-    """What a manager gets on top of our environment.
-
-    Its own variables, and for CAPD the Docker engine of its docker backend (``DOCKER_HOST``;
-    never inherited from our shell).
-    """
-    env = dict(manager.env)
-    if manager.name == "capd":
-        env["DOCKER_HOST"] = docker_host or ""
-    return env
-
-
-def _wait_openapi(api_url: str, tls: TLSClient, timeout: float, apiserver: ProcessRecord) -> None:
-    """Until kube-apiserver has built its OpenAPI v2 document in both formats clients ask for.
-
-    It builds them lazily, once per format, on the first request after a start or a CRD change;
-    with every CAPI CRD installed that takes tens of seconds on a busy machine, longer than some
-    clients wait (Pulumi's Kubernetes provider gives up after 32 s).
-    """
-    deadline = time.monotonic() + timeout
-    for accept in ("application/json", OPENAPI_V2_PROTOBUF):
-        wait_until(
-            f"kube-apiserver OpenAPI ({accept})",
-            functools.partial(healthy, f"{api_url}/openapi/v2", tls, OPENAPI_WAIT_SECONDS, accept),
-            max(5.0, deadline - time.monotonic()),
-            apiserver,
-        )
-
-
-def _remaining(deadline: object) -> int:
-    """Whole seconds until ``deadline`` (epoch seconds), 0 when absent or past."""
-    if isinstance(deadline, bool) or not isinstance(deadline, int | float):
-        return 0
-    return max(0, int(deadline - time.time()))
-
-
-def _listening(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def logs_hint(status: PlaneStatus) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -38,11 +39,23 @@ class ProcessRecord:
     started_at: float = field(default_factory=time.time)
 
 
+def which(binary: str) -> str | None:
+    """``binary`` on PATH or in the sbin directories (dockerd and iptables live there)."""
+    return shutil.which(binary, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
 def free_port() -> int:
     """A port nobody listens on right now (127.0.0.1 only)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def alive(pid: int) -> bool:

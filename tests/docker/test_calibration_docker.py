@@ -45,11 +45,11 @@ from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, d
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, get, machines, wait_for
+from testkit.capi_waits import fully_at_version, get, machines, wait_for
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (

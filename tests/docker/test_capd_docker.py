@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.bench_capd_docker import create_and_time
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 
 pytestmark = pytest.mark.docker

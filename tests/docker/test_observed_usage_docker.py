@@ -48,10 +48,11 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import DockerEngine, api
+from orchestrator.localplane.dockerapi import api
+from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, get, machines, patch, wait_for
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.capi_waits import fully_at_version, get, machines, patch, wait_for
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import retry, start_calibration, status
 from workflows.model import (

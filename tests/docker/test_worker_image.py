@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.localplane.dockerd import DockerEngine, archive_images
+from orchestrator.localplane.dockerapi import archive_images, image_id, load_archive
+from orchestrator.localplane.dockerengine import DockerEngine
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,8 +75,8 @@ def image(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> str
         )
         docker(engine, "rmi", TAG)  # so that loading the archive is what puts it there
     assert list(archive_images(archive)) == [TAG]
-    engine.load_archive(archive)
-    assert engine.image_id(TAG) is not None
+    load_archive(engine.socket, archive)
+    assert image_id(engine.socket, TAG) is not None
     return TAG
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from kubernetes.dynamic import DynamicClient
 from orchestrator.kube.client import api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
+from testkit.worker_rbac import REPO, WORKER_SA, WorkerIdentity
 
 PLANE_TTL_SECONDS = 5400
 
@@ -47,24 +47,6 @@ def mgmt(plane: LocalPlane) -> client.ApiClient:
 @pytest.fixture(scope="session")
 def dyn(mgmt: client.ApiClient) -> DynamicClient:
     return dynamic(mgmt)
-
-
-REPO = Path(__file__).resolve().parents[2]
-WORKER_SA = ("calibrator-system", "fleet-calibrator")
-KUBECONFIG_READER = "fleet-calibrator-kubeconfig-reader"
-PLAN_STORE = "fleet-calibrator-plan-store"
-
-
-@dataclass(frozen=True)
-class WorkerIdentity:
-    """The worker's least-privilege ServiceAccount (deploy/rbac) as a token kubeconfig."""
-
-    kubeconfig: Path
-    user: str
-    token: str
-
-    def client(self) -> client.ApiClient:
-        return api_client(self.kubeconfig)
 
 
 @pytest.fixture(scope="session")
@@ -104,27 +86,3 @@ def worker_identity(
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return WorkerIdentity(path, f"system:serviceaccount:{namespace}:{name}", token)
-
-
-def grant_kubeconfig_reader(mgmt: client.ApiClient, namespace: str) -> None:
-    """Bind the kubeconfig-secret reader in one fleet namespace (what an operator does)."""
-    _bind(mgmt, namespace, "fleet-calibrator-kubeconfigs", KUBECONFIG_READER)
-
-
-def grant_plan_store(mgmt: client.ApiClient, namespace: str) -> None:
-    """Bind the plan store (ConfigMaps) in the namespace a worker keeps its plans in."""
-    _bind(mgmt, namespace, "fleet-calibrator-plans", PLAN_STORE)
-
-
-def _bind(mgmt: client.ApiClient, namespace: str, name: str, cluster_role: str) -> None:
-    sa_namespace, sa_name = WORKER_SA
-    body = client.V1RoleBinding(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-        role_ref=client.V1RoleRef(
-            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=cluster_role
-        ),
-        subjects=[
-            client.RbacV1Subject(kind="ServiceAccount", name=sa_name, namespace=sa_namespace)
-        ],
-    )
-    client.RbacAuthorizationV1Api(mgmt).create_namespaced_role_binding(namespace, body)

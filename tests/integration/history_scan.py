@@ -17,7 +17,7 @@ from kubernetes import client
 from temporalio.client import Client
 
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity
+from testkit.worker_rbac import WorkerIdentity
 
 # What may never reach a Temporal history: PEM blocks and kubeconfig credential fields.
 SECRET_MARKERS = (

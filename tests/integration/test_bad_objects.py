@@ -28,7 +28,7 @@ from orchestrator.kube.client import FIELD_MANAGER, apply_all
 from orchestrator.kube.inventory import read_fleet
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import wait_for
+from testkit.capi_waits import wait_for
 
 pytestmark = pytest.mark.integration
 

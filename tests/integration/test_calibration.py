@@ -37,16 +37,16 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import (
+from testkit.capi_waits import (
     fully_at_version,
     get,
     machines,
     wait_for,
 )
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.integration.history_scan import known_secrets, scan_histories
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (

@@ -17,7 +17,7 @@ from kubernetes.dynamic import DynamicClient
 from orchestrator.kube import capi
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
-from tests.integration.helpers import (
+from testkit.capi_waits import (
     fully_at_version,
     get,
     kube_proxy_image,

@@ -30,8 +30,8 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import fully_at_version, get, wait_for
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.capi_waits import fully_at_version, get, wait_for
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows import schedules, search_attributes
 from workflows.client import status
 from workflows.definitions.continuous import ContinuousCalibration, calibration_id

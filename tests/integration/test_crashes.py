@@ -48,12 +48,12 @@ from orchestrator.kube import capi
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import fully_at_version, get, list_for_cluster, wait_for
+from testkit.capi_waits import fully_at_version, get, list_for_cluster, wait_for
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.integration.history_scan import known_secrets, scan_histories
 from tests.integration.worker_process import read_lines, start_worker
 from tests.integration.worker_process import stop as stop_workers
-from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import ControlError, start_calibration, status
 from workflows.definitions.fleet_calibration import FleetCalibration

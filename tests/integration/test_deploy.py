@@ -23,7 +23,7 @@ from orchestrator.kube import client as kube_client
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import IN_CLUSTER, api_client
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity
+from testkit.worker_rbac import WorkerIdentity
 
 pytestmark = pytest.mark.integration
 

@@ -45,9 +45,9 @@ from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WORKER_SA, WorkerIdentity
-from tests.integration.helpers import fully_at_version, get, wait_for
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.capi_waits import fully_at_version, get, wait_for
+from testkit.worker_rbac import WORKER_SA, WorkerIdentity
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import abort, start_calibration, status
 from workflows.model import (

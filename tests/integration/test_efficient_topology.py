@@ -31,14 +31,14 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import (
+from testkit.capi_waits import (
     fully_at_version,
     get,
     machines,
     wait_for,
 )
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from orchestrator.kube.client import RequestPolicy, api_client, harden
 from orchestrator.localplane import pki
-from tests.integration.faultproxy import KINDS, STEP_ANNOTATION, FaultProxy
+from testkit.faultproxy import KINDS, STEP_ANNOTATION, FaultProxy
 
 N = 25  # rounds of one list and one version write
 FAST = RequestPolicy(timeout=0.75, attempts=8, backoff=0.01, max_backoff=0.05, retry_after_cap=0.05)

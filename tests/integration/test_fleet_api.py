@@ -32,7 +32,7 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, NotFoundError, PlacementDecisionInfo
 from orchestrator.kube.client import apply_all
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import wait_for
+from testkit.capi_waits import wait_for
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 
 pytestmark = pytest.mark.integration

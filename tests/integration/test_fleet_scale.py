@@ -15,17 +15,12 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from benchmarks.bench_calibration import (
-    CREATE_TIMEOUT,
-    calibrate_fleet,
-    fleet_layout,
-    provision,
-    wait_available,
-)
+from benchmarks.bench_calibration import calibrate_fleet
 from orchestrator.kube import capi
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import wait_for
+from testkit.capd_fleet import CREATE_TIMEOUT, fleet_layout, provision, wait_available
+from testkit.capi_waits import wait_for
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 
 pytestmark = pytest.mark.integration
 

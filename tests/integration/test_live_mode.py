@@ -48,7 +48,7 @@ from orchestrator.kube.client import apply_all
 from orchestrator.kube.inventory import read_fleet
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.helpers import machines, wait_for
+from testkit.capi_waits import machines, wait_for
 
 pytestmark = pytest.mark.integration
 

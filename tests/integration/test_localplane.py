@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
-from tests.integration.helpers import wait_for
+from testkit.capi_waits import wait_for
 
 pytestmark = pytest.mark.integration
 

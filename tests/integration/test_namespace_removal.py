@@ -15,7 +15,7 @@ from orchestrator.kube import capi
 from orchestrator.kube.client import apply_all, list_pages
 from orchestrator.kube.namespaces import collection_kinds, remove_namespace
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
-from tests.integration.helpers import wait_for
+from testkit.capi_waits import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -31,9 +31,9 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import fully_at_version, wait_for
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.capi_waits import fully_at_version, wait_for
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.workflows.prometheus import Scrape, free_address, scrape, scrape_until
 from workflows import metrics, search_attributes, telemetry
 from workflows.client import start_calibration, status

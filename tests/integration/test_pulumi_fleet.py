@@ -15,10 +15,11 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.bench_calibration import start_bench_worker, temporal_binary
+from benchmarks.bench_calibration import start_bench_worker
 from infra.automation import FleetStack, FleetStackError, stack_config
 from infra.spec import FleetSpecError
 from orchestrator.localplane.plane import LocalPlane
+from testkit.capd_fleet import temporal_binary
 from workflows import search_attributes
 from workflows.client import start_calibration
 from workflows.model import CalibrationInput, CalibrationProgress, Phase

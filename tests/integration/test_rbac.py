@@ -20,7 +20,7 @@ from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import NotAllowedError, NotFoundError
 from orchestrator.kube.client import dynamic
 from orchestrator.kube.fleetapi import FLEET_WORKLOAD, PLACEMENT_DECISION
-from tests.integration.conftest import (
+from testkit.worker_rbac import (
     WORKER_SA,
     WorkerIdentity,
     grant_kubeconfig_reader,

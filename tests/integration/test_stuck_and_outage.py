@@ -63,10 +63,10 @@ from orchestrator.kube.client import api_client, apply_all, dynamic
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
-from tests.integration.conftest import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from tests.integration.helpers import fully_at_version, get, list_for_cluster, patch, wait_for
+from testkit.capi_waits import fully_at_version, get, list_for_cluster, patch, wait_for
+from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from tests.workflows.harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.client import ControlError, cluster_status, start_calibration, status
 from workflows.model import (

@@ -36,8 +36,8 @@ from orchestrator.kube.cache import FleetCache, WatchCache
 from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
-from tests.integration.conftest import WorkerIdentity
-from tests.integration.helpers import patch, wait_for
+from testkit.capi_waits import patch, wait_for
+from testkit.worker_rbac import WorkerIdentity
 
 pytestmark = pytest.mark.integration
 

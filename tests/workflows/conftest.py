@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.workflows.harness import ENVIRONMENTS, TIME_SKIPPING, Harness, binary_path
+from testkit.workflow_harness import ENVIRONMENTS, TIME_SKIPPING, Harness, binary_path
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

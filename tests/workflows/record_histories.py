@@ -31,7 +31,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
 
-from tests.workflows.harness import (
+from testkit.workflow_harness import (
     FAST,
     TIME_SKIPPING,
     Calibration,

@@ -13,8 +13,8 @@ from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.backend.port import ClusterRef
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import cluster, in_memory, strategy
+from testkit.fake_backend import InMemoryFleet
+from testkit.workflow_harness import cluster, in_memory, strategy
 from workflows.activities import INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, CalibrationActivities
 from workflows.activities.plan_payload import plan_from_input
 from workflows.model import (

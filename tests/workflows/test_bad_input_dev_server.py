@@ -4,7 +4,7 @@ The real dev server and a real worker (strict decoding, ``workflows.payloads``) 
 fleet: every malformed start ends its run at once with one non-retryable InvalidInput error (no
 failed workflow task, so no retry loop; no child; no write), a payload over the server's size
 limit is refused with no run, and every bad update is rejected or fails with one clear message
-while the run it targets is unchanged. The corpus is tests/workflows/bad_workflow_inputs.py;
+while the run it targets is unchanged. The corpus is testkit/bad_workflow_inputs.py;
 benchmarks/bad_inputs.py prints the same as figures.
 """
 
@@ -15,8 +15,8 @@ import uuid
 
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows import bad_workflow_inputs as corpus
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit import bad_workflow_inputs as corpus
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 from workflows.worker import build_worker
 

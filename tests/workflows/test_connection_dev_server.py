@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from orchestrator.cli.temporal import connect
 from orchestrator.localplane.pki import KeyPair, ensure_ca, issue
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows.connection import resolve
 from workflows.connection_flags import ConnectionFlags
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from temporalio.api.enums.v1 import EventType
 
-from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory, strategy
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory, strategy
 from workflows import client as control
 from workflows.model import ClusterState, Phase, StageState, StepState
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
 from orchestrator.domain.versions import KubeVersion
-from tests.workflows.harness import FAST, SERVER_STARTUP, binary_path, cluster, in_memory
+from testkit.workflow_harness import FAST, SERVER_STARTUP, binary_path, cluster, in_memory
 from workflows import schedules, search_attributes, task_queues
 from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import ContinuousResult

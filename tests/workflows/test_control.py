@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.workflows.harness import Calibration, Harness, cluster, in_memory, strategy
+from testkit.workflow_harness import Calibration, Harness, cluster, in_memory, strategy
 from workflows import client as control
 from workflows.client import ControlError
 from workflows.model import (

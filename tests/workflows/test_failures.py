@@ -15,7 +15,7 @@ from orchestrator.domain.observed import ApiUsage
 from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.backend.port import UsageRead
-from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory, strategy
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory, strategy
 from workflows import client as control
 from workflows.client import ControlError, validate_input
 from workflows.model import CalibrationInput, ClusterState, Phase, StepState, Timeouts

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory
+from testkit.fake_backend import InMemoryFleet
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory
 from workflows.model import ClusterState, Phase, StageState, StepState
 
 

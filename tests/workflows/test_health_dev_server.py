@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows.harness import SERVER_STARTUP, binary_path, cluster, in_memory
+from testkit.workflow_harness import SERVER_STARTUP, binary_path, cluster, in_memory
 from tests.workflows.prometheus import free_address
 from workflows import health, search_attributes
 from workflows.health import HealthServer, server_poll_check

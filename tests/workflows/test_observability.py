@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows.harness import (
+from testkit.workflow_harness import (
     SERVER_STARTUP,
     Calibration,
     Harness,

@@ -15,7 +15,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.kube.backend.port import ClusterRef
-from tests.workflows.harness import FAST
+from testkit.workflow_harness import FAST
 from workflows.model import (
     AbortRequest,
     ApproveRequest,

@@ -13,7 +13,7 @@ from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from tests.workflows.harness import cluster, in_memory
+from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import INVALID_INPUT, NOT_FOUND, CalibrationActivities
 from workflows.activities.plan_payload import encode_scope
 from workflows.model import SAMPLE_LIMIT, EvaluateInput, PlanInput, ScopeRef

@@ -8,7 +8,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.kube.backend.port import ClusterRef
-from tests.workflows.harness import cluster, in_memory
+from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
 from workflows.model import ReplaceInput
 

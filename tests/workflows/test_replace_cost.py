@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 
 from orchestrator.kube.backend.port import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 from orchestrator.placement import place
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import cluster, in_memory
+from testkit.fake_backend import InMemoryFleet
+from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
 from workflows.activities.placement import affected_workloads
 from workflows.model import ReplaceInput

@@ -12,7 +12,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import strategy_from_mapping
 from orchestrator.planning import plan_calibration, plan_to_json
-from tests.workflows.harness import (
+from testkit.workflow_harness import (
     Calibration,
     Harness,
     cluster,

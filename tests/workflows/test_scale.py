@@ -24,8 +24,8 @@ from orchestrator.domain.snapshot import (
 )
 from orchestrator.domain.taints import Taint
 from orchestrator.domain.versions import KubeVersion
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import FAST, VERSIONS, Calibration, Harness, strategy
+from testkit.fake_backend import InMemoryFleet
+from testkit.workflow_harness import FAST, VERSIONS, Calibration, Harness, strategy
 from workflows.model import SAMPLE_LIMIT, ClusterState, Phase, Timeouts
 
 CLUSTERS = 10_000

@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 from workflows import search_attributes
 
 runner = CliRunner()

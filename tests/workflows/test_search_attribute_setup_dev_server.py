@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from orchestrator.cli.main import app
-from tests.workflows.harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import SERVER_STARTUP, binary_path
 
 BARE = "calibrator-bare"  # the namespace under test: nothing registered
 CLASH = "calibrator-clash"  # ClusterName registered as Text by someone else

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory, strategy
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory, strategy
 from workflows.model import ClusterState, Phase, StepState, Timeouts
 
 CLUSTERS = ("a-retry", "b-skip", "c-abort")

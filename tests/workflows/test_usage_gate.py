@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
 from orchestrator.domain.snapshot import ApiRef
 from orchestrator.kube.backend.port import ClusterRef, UsageRead
-from tests.workflows.harness import cluster, in_memory
+from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
 from workflows.activities.errors import STEP_BLOCKED
 from workflows.model import PatchControlPlaneInput, PatchWorkersInput, PoolVersion

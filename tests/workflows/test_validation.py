@@ -11,7 +11,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.kube.backend.port import ClusterRef
-from tests.workflows.harness import FAST, Calibration, Harness, cluster, in_memory
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (

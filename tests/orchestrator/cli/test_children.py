@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.cli import children
 from orchestrator.cli.children import EXIT_TERMINATED, sigterm_as_interrupt
-from orchestrator.localplane.plane import resolve_bin_dir
+from orchestrator.localplane.components import resolve_bin_dir
 
 ROOT = Path(__file__).parents[3]
 CLI = "from orchestrator.cli.main import main; main()"

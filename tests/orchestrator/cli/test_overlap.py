@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.cli import output, overlap
 from orchestrator.cli.main import app
 from orchestrator.cli.output import Items, dumps_json, write_json
+from testkit.fleetgen import generate_fleet_mapping
 
 PARENT = os.getpid()
 

@@ -17,8 +17,8 @@ from orchestrator.domain.snapshot import WorkloadClusterStatus
 from orchestrator.kube import fleetapi
 from orchestrator.kube.fleetmap import InventoryError
 from orchestrator.kube.inventory import read_fleet
+from testkit.capi_objects import cclass, cluster, kcp, md
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from tests.orchestrator.kube.test_fleetmap import cclass, cluster, kcp, md
 
 KINDS = ("ClusterClass", "Cluster", "KubeadmControlPlane", "MachineDeployment", "FleetWorkload")
 

@@ -1,120 +1,38 @@
+"""``python3 -m orchestrator.localplane.dockerd``: what it prints for an engine that is not up."""
+
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from orchestrator.localplane import dockerd
+from orchestrator.localplane.dockerd import main
 
 
-def test_argv_keeps_everything_under_the_state_dir() -> None:
-    state = Path("/s")
-    argv = dockerd.dockerd_argv("/usr/sbin/dockerd", state, state / "runtime" / "fc-runc")
-    assert argv[0] == "/usr/sbin/dockerd"
-    assert "--host=unix:///s/docker.sock" in argv
-    assert "--data-root=/s/data" in argv
-    assert "--exec-root=/s/exec" in argv
-    assert "--pidfile=/s/docker.pid" in argv
-    assert f"--add-runtime={dockerd.RUNTIME_NAME}=/s/runtime/fc-runc" in argv
-    assert f"--default-runtime={dockerd.RUNTIME_NAME}" in argv
-    assert f"--bridge={dockerd.BRIDGE}" in argv
-    assert len(dockerd.BRIDGE) <= 15  # Linux interface name limit
-
-
-def test_launcher_runs_the_wrapper_isolated_then_runc() -> None:
-    text = dockerd.runtime_launcher("/usr/bin/python3", "/usr/sbin/runc")
-    assert text.startswith("#!/bin/sh\nexec /usr/bin/python3 -I ")
-    assert 'ociwrapper.py --runc /usr/sbin/runc -- "$@"' in text
-
-
-def test_status_of_an_empty_state_dir(tmp_path: Path) -> None:
-    st = dockerd.DockerEngine(tmp_path).status()
-    assert (st.pid, st.running, st.healthy, st.version) == (None, False, False, None)
-    assert st.docker_host == f"unix://{tmp_path.resolve()}/docker.sock"
-
-
-def test_default_state_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("CALIBRATOR_DOCKER_DIR", str(tmp_path))
-    assert dockerd.default_state_dir() == tmp_path
-
-
-@pytest.mark.parametrize(
-    ("rules", "policy"),
-    [
-        ("-P FORWARD ACCEPT\n-A FORWARD -j DOCKER-USER\n", "ACCEPT"),
-        ("-P FORWARD DROP\n", "DROP"),
-        ("-A FORWARD -j DOCKER-USER\n", None),
-        ("", None),
-        ("-P FORWARD QUEUE\n", None),
-        ("-P INPUT DROP\n-P FORWARD ACCEPT\n", "ACCEPT"),
-    ],
-)
-def test_forward_policy_is_read_from_iptables_rules(rules: str, policy: str | None) -> None:
-    assert dockerd.parse_forward_policy(rules) == policy
-
-
-OWN_ID = "04f352ba7def" + "a" * 52
-
-
-@pytest.mark.parametrize(
-    ("addresses", "ported", "stale", "foreign"),
-    [
-        pytest.param([], set(), [], [], id="nothing-holds-the-gateway"),
-        pytest.param(
-            [("br-430835409b16", "172.30.0.1"), ("eth0", "192.0.2.2")],
-            set(),
-            ["br-430835409b16"],
-            [],
-            id="an-earlier-engines-empty-bridge-is-stale",
-        ),
-        pytest.param(
-            [("br-04f352ba7def", "172.30.0.1")], set(), [], [], id="this-engines-own-bridge"
-        ),
-        pytest.param(
-            [("br-430835409b16", "172.30.0.1")],
-            {"br-430835409b16"},
-            [],
-            ["br-430835409b16"],
-            id="a-bridge-with-containers-is-not-ours-to-delete",
-        ),
-        pytest.param(
-            [("virbr0", "172.30.0.1"), ("br-1", "172.30.0.1")],
-            set(),
-            [],
-            ["virbr0", "br-1"],
-            id="interfaces-that-are-not-docker-bridges",
-        ),
-        pytest.param(
-            [("br-430835409b16", "172.30.0.9")], set(), [], [], id="another-address-in-the-subnet"
-        ),
-    ],
-)
-def test_classify_gateway_holders(
-    addresses: list[tuple[str, str]], ported: set[str], stale: list[str], foreign: list[str]
-) -> None:
-    got = dockerd.classify_gateway_holders(
-        addresses, "172.30.0.1", [OWN_ID], lambda ifname: ifname in ported
+def test_env_prints_the_export_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["env", "--state-dir", str(tmp_path)]) == 0
+    assert (
+        capsys.readouterr().out == f"export DOCKER_HOST=unix://{tmp_path.resolve()}/docker.sock\n"
     )
-    assert got == (stale, foreign)
 
 
-RULES = """-P POSTROUTING ACCEPT
--N DOCKER
--A POSTROUTING -s 172.30.0.0/16 ! -o br-cd0955f3380b -j MASQUERADE
--A POSTROUTING -s 172.30.0.0/16 ! -o br-430835409b16 -j MASQUERADE
--A POSTROUTING -s 172.29.0.0/16 ! -o fc-docker0 -j MASQUERADE
--A FORWARD -i br-430835409b16 -o br-430835409b16 -m comment --comment "two words" -j ACCEPT
--A DOCKER -i br-cd0955f3380b -j RETURN
-"""
+def test_status_of_an_engine_that_is_not_up_fails_with_its_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--state-dir", str(tmp_path)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["pid"], doc["running"], doc["healthy"]) == (None, False, False)
+    assert doc["log"] == f"{tmp_path.resolve()}/logs/dockerd.log"
 
 
-def test_stale_bridge_rules_name_only_bridges_that_are_gone() -> None:
-    got = dockerd.stale_bridge_rules(RULES, {"br-cd0955f3380b", "fc-docker0", "eth0"})
-    assert got == [
-        ["-D", "POSTROUTING", "-s", "172.30.0.0/16", "!", "-o", "br-430835409b16", "-j",
-         "MASQUERADE"],
-        ["-D", "FORWARD", "-i", "br-430835409b16", "-o", "br-430835409b16", "-m", "comment",
-         "--comment", "two words", "-j", "ACCEPT"],
-    ]  # fmt: skip
-
-
-def test_stale_bridge_rules_keep_everything_when_every_bridge_lives() -> None:
-    assert dockerd.stale_bridge_rules(RULES, {"br-cd0955f3380b", "br-430835409b16"}) == []
+def test_the_module_runs_as_the_command_line_in_the_docs(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "orchestrator.localplane.dockerd", "down"]
+    done = subprocess.run(
+        [*argv, "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr  # nothing recorded: nothing to stop

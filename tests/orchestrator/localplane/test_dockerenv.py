@@ -1,39 +1,11 @@
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from orchestrator.localplane import dockerenv
-from orchestrator.localplane.dockerd import archive_images
-from orchestrator.localplane.plane import MANAGERS, LocalPlane, _manager_env
+from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import PlaneError
-
-
-def _archive(path: Path, manifest: object) -> Path:
-    data = json.dumps(manifest).encode()
-    with tarfile.open(path, "w") as tar:
-        info = tarfile.TarInfo("manifest.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return path
-
-
-def test_archive_images_maps_each_tag_to_its_config_digest(tmp_path: Path) -> None:
-    archive = _archive(
-        tmp_path / "a.tar",
-        [
-            {"Config": "abc.json", "RepoTags": ["fleet-calibrator/haproxy:bookworm-r1"]},
-            {"Config": "blobs/sha256/def", "RepoTags": ["kindest/node:v1.34.12", "x:y"]},
-            {"Config": "ghi.json", "RepoTags": None},
-        ],
-    )
-    assert archive_images(archive) == {
-        "fleet-calibrator/haproxy:bookworm-r1": "sha256:abc",
-        "kindest/node:v1.34.12": "sha256:def",
-        "x:y": "sha256:def",
-    }
 
 
 def test_node_archives_keeps_only_the_asked_versions(tmp_path: Path) -> None:
@@ -69,16 +41,3 @@ def test_down_without_an_engine_forgets_the_provider_file(tmp_path: Path) -> Non
     provider.write_text(json.dumps({"provider": "docker", "dockerStateDir": str(tmp_path / "d")}))
     assert dockerenv.down(plane) == []  # nothing recorded runs: neither plane nor dockerd
     assert not provider.exists()
-
-
-def test_only_capd_gets_the_docker_host_and_never_one_inherited(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/someone-elses.sock")
-    by_name = {m.name: m for m in MANAGERS}
-    assert _manager_env(by_name["capd"], "unix:///s/docker.sock") == {
-        "POD_IP": "127.0.0.1",
-        "DOCKER_HOST": "unix:///s/docker.sock",
-    }
-    assert _manager_env(by_name["capd"], None)["DOCKER_HOST"] == ""
-    assert "DOCKER_HOST" not in _manager_env(by_name["capi"], "unix:///s/docker.sock")

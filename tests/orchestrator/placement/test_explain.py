@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fleetgen import generate_fleet
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.placement import (
     DEFAULT_REGISTRY,
@@ -18,6 +17,7 @@ from orchestrator.placement import (
     topk,
 )
 from orchestrator.placement.framework import ReasonSummary
+from testkit.fleetgen import generate_fleet
 from tests.orchestrator.placement.fleet import cluster, workload
 from tests.orchestrator.placement.fleet import fleet as fleet_of
 from tests.orchestrator.placement.test_reference import _varied

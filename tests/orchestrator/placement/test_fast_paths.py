@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import DEFAULT_REGISTRY, bounds, place, scheduler
@@ -19,6 +18,7 @@ from orchestrator.placement.equivalence import bits, mask_of, selectors
 from orchestrator.placement.fastpath import FitsFilter, SummarizedReasons
 from orchestrator.placement.framework import ReasonSummary
 from orchestrator.placement.plugins import ResourceBalance, ResourceFit
+from testkit.fleetgen import generate_fleet, generate_fleet_mapping
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, topk, unfit
+from testkit.fleetgen import generate_fleet, generate_fleet_mapping
 from tests.orchestrator.placement.reference import RefDecision, reference_place
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fleetgen import generate_fleet, generate_fleet_mapping
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
@@ -22,6 +21,7 @@ from orchestrator.placement import (
     unfit,
 )
 from orchestrator.placement.context import PlacementContext
+from testkit.fleetgen import generate_fleet, generate_fleet_mapping
 from tests.orchestrator.placement.fleet import cluster, fleet, workload
 
 UPGRADING = {"key": "calibrator.dev/upgrading", "value": "", "effect": "NoSchedule"}

@@ -2,7 +2,7 @@
 
 What a unit test of the HTML string cannot show: that the page renders at all, that every cluster
 is in the DOM the browser builds, and that no name is cut off by layout. Checked at 14 clusters
-(examples/fleet.yaml with examples/strategy.yaml) and at 1,000 (benchmarks/fleetgen.py).
+(examples/fleet.yaml with examples/strategy.yaml) and at 1,000 (testkit/fleetgen.py).
 
 Chromium missing is a failure, never a skip: .ci/run installs it, and a silently skipped browser
 test is how layout regressions ship.
@@ -24,8 +24,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from benchmarks.fleetgen import generate_fleet_mapping
 from orchestrator.cli.main import app
+from testkit.fleetgen import generate_fleet_mapping
 from tests.orchestrator.report.dom import parse
 
 ROOT = Path(__file__).parents[3]

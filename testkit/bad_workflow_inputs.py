@@ -33,8 +33,8 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from tests.workflows.fake_backend import InMemoryFleet
-from tests.workflows.harness import cluster, in_memory
+from testkit.fake_backend import InMemoryFleet
+from testkit.workflow_harness import cluster, in_memory
 from workflows.client import start_calibration, status
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
 

@@ -402,5 +402,6 @@ class InMemoryFleet:
             raise NotFoundError(f"blob {digest} not found") from None
 
     async def delete_blob(self, digest: str) -> None:
+        """Forget a blob (deleting one that is gone is no error, as in the kube backend)."""
         self.blob_deletes.append(digest)
         self.blobs.pop(digest, None)

@@ -1,4 +1,4 @@
-"""Bounded waits and CAPI look-ups shared by the integration tests."""
+"""Bounded waits and CAPI look-ups on a live management cluster (integration tests, benchmarks)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval:
 
 
 def get(dyn: DynamicClient, kind: tuple[str, str], namespace: str, name: str) -> dict[str, Any]:
+    """One object of ``kind`` (apiVersion, kind) as a plain dict."""
     res = dyn.resources.get(api_version=kind[0], kind=kind[1])
     obj: dict[str, Any] = res.get(name=name, namespace=namespace).to_dict()
     return obj
@@ -38,6 +39,7 @@ def get(dyn: DynamicClient, kind: tuple[str, str], namespace: str, name: str) ->
 def list_for_cluster(
     dyn: DynamicClient, kind: tuple[str, str], namespace: str, cluster: str
 ) -> list[dict[str, Any]]:
+    """The objects of ``kind`` labelled as ``cluster``'s."""
     res = dyn.resources.get(api_version=kind[0], kind=kind[1])
     items = res.get(
         namespace=namespace, label_selector=f"{capi.CLUSTER_NAME_LABEL}={cluster}"
@@ -48,6 +50,7 @@ def list_for_cluster(
 def patch(
     dyn: DynamicClient, kind: tuple[str, str], namespace: str, name: str, body: dict[str, Any]
 ) -> None:
+    """A JSON merge patch of one object, as ``kubectl patch --type merge`` sends it."""
     res = dyn.resources.get(api_version=kind[0], kind=kind[1])
     res.patch(
         body=body, name=name, namespace=namespace, content_type="application/merge-patch+json"
@@ -55,20 +58,23 @@ def patch(
 
 
 def machines(dyn: DynamicClient, namespace: str, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's Machines."""
     return list_for_cluster(dyn, capi.MACHINE, namespace, cluster)
 
 
 def workload_nodes(
     mgmt: client.ApiClient, namespace: str, cluster: str
 ) -> dict[str, dict[str, Any]]:
+    """The workload cluster's Nodes by name, read through its kubeconfig Secret."""
     return workload.nodes(workload.workload_client(mgmt, namespace, cluster))
 
 
 def kube_proxy_image(mgmt: client.ApiClient, namespace: str, cluster: str) -> str:
+    """The kube-proxy image the workload cluster runs."""
     return workload.kube_proxy_image(workload.workload_client(mgmt, namespace, cluster))
 
 
-def fully_at_version(
+def fully_at_version(  # noqa: PLR0917 - the integration tests call it positionally
     dyn: DynamicClient,
     mgmt: client.ApiClient,
     namespace: str,
@@ -77,8 +83,10 @@ def fully_at_version(
     expected_machines: int,
     replaced: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
-    """Every Machine at ``version`` with a Ready Node in the workload cluster, none of ``replaced``
-    left, the Cluster Available; returns a summary or None.
+    """A summary once the cluster is at ``version``, else None.
+
+    At ``version``: every Machine at it with a Ready Node in the workload cluster, none of
+    ``replaced`` left, the Cluster Available.
 
     CAPD's in-memory Nodes (v1.13.4) carry no status.nodeInfo, so kubeletVersion is checked only
     when a Node reports it; Machine.spec.version plus a Ready Node per Machine is what is observable.

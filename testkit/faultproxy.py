@@ -74,6 +74,7 @@ class VersionWrite:
 
     @property
     def effective(self) -> bool:
+        """Whether the API server accepted the write (a 2xx)."""
         return 200 <= self.status <= 299
 
 
@@ -88,6 +89,7 @@ class ProxyStats:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def snapshot(self) -> dict[str, Any]:
+        """A consistent copy of the counters, for a report."""
         with self.lock:
             return {
                 "requests": self.requests,
@@ -195,9 +197,11 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
+        """Where the worker connects (its kubeconfig's server)."""
         return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> FaultProxy:
+        """Listen on a free port of 127.0.0.1 (``port``) and serve in a thread of its own."""
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
         future.result(timeout=30)
@@ -210,6 +214,8 @@ class FaultProxy:
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     def stop(self) -> None:
+        """Close the listener and every connection, and end the thread."""
+
         async def close() -> None:
             if self._server is not None:
                 self._server.close()

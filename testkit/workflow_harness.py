@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
-from tests.workflows.fake_backend import InMemoryFleet
+from testkit.fake_backend import InMemoryFleet
 from workflows import search_attributes
 from workflows.client import register_search_attributes, start_calibration, status
 from workflows.definitions.fleet_calibration import FleetCalibration

@@ -286,7 +286,7 @@ def write_fleet(path: str, clusters: int, workloads: int, seed: int = 0) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.fleetgen CLUSTERS WORKLOADS FILE.{json,yaml} [--seed N]``."""
+    """``python -m testkit.fleetgen CLUSTERS WORKLOADS FILE.{json,yaml} [--seed N]``."""
     parser = argparse.ArgumentParser(description="Write a synthetic FleetSnapshot file.")
     parser.add_argument("clusters", type=int)
     parser.add_argument("workloads", type=int)
