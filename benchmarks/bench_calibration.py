@@ -373,10 +373,14 @@ class WorkerCounts:
     seq: int
     requests: Kinds
     received: Kinds
+    refused: Kinds  # answers of 400 or more: (verb, "resource status")
 
     def __sub__(self, earlier: WorkerCounts) -> WorkerCounts:
         return WorkerCounts(
-            self.seq, self.requests - earlier.requests, self.received - earlier.received
+            self.seq,
+            self.requests - earlier.requests,
+            self.received - earlier.received,
+            self.refused - earlier.refused,
         )
 
 
@@ -385,7 +389,9 @@ def _read_counts(path: Path) -> WorkerCounts | None:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None  # not written yet (the worker replaces the file whole: never half-read)
-    return WorkerCounts(int(doc["seq"]), _kinds(doc["requests"]), _kinds(doc["received"]))
+    return WorkerCounts(
+        int(doc["seq"]), _kinds(doc["requests"]), _kinds(doc["received"]), _kinds(doc["refused"])
+    )
 
 
 def _write_counts(path: Path, seq: int, counts: RequestCounts) -> None:
@@ -474,6 +480,7 @@ class Report:
     # what its start cost (the cache's sync, or one LIST of each kind), by (verb, resource).
     worker_requests: Kinds = field(default_factory=Counter)
     worker_received: Kinds = field(default_factory=Counter)
+    worker_refused: Kinds = field(default_factory=Counter)  # (verb, "resource status")
     worker_start_requests: Kinds = field(default_factory=Counter)
     worker_start_received: Kinds = field(default_factory=Counter)
 
@@ -517,6 +524,7 @@ class Report:
                     self.per_cluster_step(sum(self.worker_received.values()))
                 ),
                 "start_requests": by_kind(self.worker_start_requests),
+                "refused": by_kind(self.worker_refused),
                 "start_bytes_read": sum(self.worker_start_received.values()),
             },
             "apiserver_requests": by_kind(self.requests),
@@ -596,6 +604,15 @@ class Report:
             f"| all | | {sum(self.worker_requests.values())} | "
             f"{self.per_cluster_step(sum(self.worker_requests.values())):.2f} | "
             f"{self.per_cluster_step(sum(self.worker_received.values())) / 1000:,.1f} |",
+            "",
+            "Of those, answered 400 or more (a 409 is a write a conflict refused): "
+            + (
+                ", ".join(
+                    f"{v} {r}: {n}"
+                    for (v, r), n in sorted(self.worker_refused.items(), key=lambda kv: -kv[1])
+                )
+                or "none"
+            ),
             "",
             "kube-apiserver, every client (CAPI's controllers, the sampler, the worker):",
             "",
@@ -892,6 +909,7 @@ async def calibrate_fleet(
             cache=cache,
             worker_requests=worker_run.requests,
             worker_received=worker_run.received,
+            worker_refused=worker_run.refused,
             worker_start_requests=started.requests,
             worker_start_received=started.received,
         )

@@ -276,7 +276,8 @@ class RequestCounts:
 
     Keys are ``request_kind``'s (verb, resource). A request is counted when it is sent (every
     attempt: the server sees each); ``received`` counts the answers' body bytes as they are
-    read (a watch's as its events arrive; headers and TLS not included). Thread-safe: the
+    read (a watch's as its events arrive; headers and TLS not included); ``refused`` the answers
+    of 400 or more, by status too. Thread-safe: the
     worker's calls and the cache's watches run on threads. Per request it costs a URL split
     and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_calibration``),
     not by the product, which reports no request counts.
@@ -286,6 +287,8 @@ class RequestCounts:
         self._lock = threading.Lock()
         self.requests: Counter[tuple[str, str]] = Counter()
         self.received: Counter[tuple[str, str]] = Counter()
+        # Answers of 400 or more by (verb, resource, status): a 409 is a write a conflict refused.
+        self.refused: Counter[tuple[str, str, int]] = Counter()
 
     @contextmanager
     def observe(self, method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
@@ -299,6 +302,10 @@ class RequestCounts:
                 self.received[key] += n
 
         def answered(response: Any) -> None:
+            status = int(getattr(response, "status", 0) or 0)
+            if status >= 400:
+                with self._lock:
+                    self.refused[(*key, status)] += 1
             body = getattr(response, "response", None)
             if body is not None:
                 response.response = _CountedBody(body, count)
@@ -306,11 +313,16 @@ class RequestCounts:
         yield answered
 
     def totals(self) -> dict[str, dict[str, int]]:
-        """``{"requests" | "received": {"VERB resource": n}}``, a consistent copy (JSON-ready)."""
+        """The counts so far, consistent with each other and ready for JSON.
+
+        ``requests`` and ``received`` by ``"VERB resource"``, ``refused`` by
+        ``"VERB resource status"``.
+        """
         with self._lock:
             return {
                 "requests": {f"{v} {r}": n for (v, r), n in self.requests.items()},
                 "received": {f"{v} {r}": n for (v, r), n in self.received.items()},
+                "refused": {f"{v} {r} {c}": n for (v, r, c), n in self.refused.items()},
             }
 
 

@@ -9,7 +9,7 @@ bookkeeping honest; the measurement itself is ``python -m benchmarks.bench_calib
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,17 @@ class _Answer:
         self.response: Any = _Body(data)
 
 
-def _send(counts: RequestCounts, method: str, url: str, body: bytes, **headers: str) -> None:
-    with counts.observe(method, url, headers) as answered:
+def _send(
+    counts: RequestCounts,
+    method: str,
+    url: str,
+    body: bytes,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    with counts.observe(method, url, headers or {}) as answered:
         answer = _Answer(body)
+        answer.status = status
         answered(answer)
     _ = answer.response.data
 
@@ -57,13 +65,15 @@ def test_the_run_is_what_the_worker_counted_between_two_files(tmp_path: Path) ->
     assert before is not None and before.seq == 1
     for _ in range(3):
         _send(counts, "GET", f"{CAPI}/clusters/s001", b"y" * 10)
-    _send(counts, "PATCH", f"{CAPI}/clusters/s001", b"z" * 20, **{"Content-Type": "x"})
+    _send(counts, "PATCH", f"{CAPI}/clusters/s001", b"z" * 20, headers={"Content-Type": "x"})
+    _send(counts, "PATCH", f"{CAPI}/clusters/s001", b"c" * 5, status=409)
     _write_counts(path, 2, counts)
     after = _read_counts(path)
     assert after is not None
     run = after - before
-    assert run.requests == Counter({("GET", "clusters"): 3, ("PATCH", "clusters"): 1})
-    assert run.received == Counter({("GET", "clusters"): 30, ("PATCH", "clusters"): 20})
+    assert run.requests == Counter({("GET", "clusters"): 3, ("PATCH", "clusters"): 2})
+    assert run.received == Counter({("GET", "clusters"): 30, ("PATCH", "clusters"): 25})
+    assert run.refused == Counter({("PATCH", "clusters 409"): 1})
     assert not list(tmp_path.glob("*.part"))  # written whole, then renamed
 
 
@@ -94,8 +104,14 @@ def test_the_report_gives_the_workers_figures_per_cluster_step() -> None:
         3,
         Counter({("PATCH", "clusters"): 25, ("WATCH", "clusters"): 1}),
         Counter({("PATCH", "clusters"): 50_000, ("WATCH", "clusters"): 10_000}),
+        Counter({("PATCH", "clusters 409"): 5}),
     )
-    report = _report(worker_requests=run.requests, worker_received=run.received, cache=True)
+    report = _report(
+        worker_requests=run.requests,
+        worker_received=run.received,
+        worker_refused=run.refused,
+        cache=True,
+    )
     doc = report.as_json()
     worker = doc["worker"]
     assert worker["cpu_s_per_cluster_step"] == 2.0
@@ -107,3 +123,5 @@ def test_the_report_gives_the_workers_figures_per_cluster_step() -> None:
     assert "| PATCH | clusters | 25 | 2.50 | 5.0 |" in text  # the worker's own, kB per step
     assert "| PATCH | clusters | 400 | 40.0 | 2.5 |" in text  # every client, of which ours
     assert "| PATCH | clusters/status | 600 | 60.0 | 0.0 |" in text
+    assert "a conflict refused): PATCH clusters 409: 5" in text
+    assert doc["worker"]["refused"] == {"PATCH clusters 409": 5}

@@ -118,7 +118,9 @@ def test_requests_are_counted_per_attempt_with_the_bytes_read() -> None:
     assert counts.requests == {("LIST", "nodes"): 2, ("GET", "namespaces"): 1}
     assert counts.received[("LIST", "nodes")] == nodes  # the 503's body was never read
     assert counts.received[("GET", "namespaces")] > 0
+    assert counts.refused == {("LIST", "nodes", 503): 1, ("GET", "namespaces", 404): 1}
     assert counts.totals()["requests"] == {"LIST nodes": 2, "GET namespaces": 1}
+    assert counts.totals()["refused"] == {"LIST nodes 503": 1, "GET namespaces 404": 1}
 
 
 class _Body:
