@@ -203,9 +203,9 @@ def observe_requests(api: client.ApiClient, observer: RequestObserver) -> None:
 def request_kind(method: str, url: str, headers: Mapping[str, str]) -> tuple[str, str]:
     """(verb, resource) of a request as kube-apiserver counts it (``apiserver_request_total``).
 
-    The verb is the API server's, not the HTTP method: a GET of a collection is LIST, with
-    ``watch=true`` WATCH; a PATCH with the apply content type is APPLY; POST is CREATE, PUT
-    UPDATE. The resource is the plural with its subresource (``clusters``,
+    The verb is the API server's metric label, which is the HTTP method except: a GET of a
+    collection is LIST, with ``watch=true`` WATCH; a PATCH with the apply content type is
+    APPLY; a DELETE of a collection is DELETECOLLECTION (POST and PUT stay). The resource is the plural with its subresource (``clusters``,
     ``fleetworkloads/status``); discovery (``/api``, ``/apis``, a group or version) is
     ``discovery``, any other path (``/readyz``, ``/version``) is itself. So the worker's own
     counts read beside the API server's metrics, which count every client.
@@ -232,8 +232,9 @@ def request_kind(method: str, url: str, headers: Mapping[str, str]) -> tuple[str
     if method == "PATCH":
         content = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
         return ("APPLY" if content.startswith(APPLY_PATCH) else "PATCH"), resource
-    verbs = {"POST": "CREATE", "PUT": "UPDATE", "DELETE": "DELETE" if named else "DELETECOLLECTION"}
-    return verbs.get(method, method), resource
+    if method == "DELETE" and not named:
+        return "DELETECOLLECTION", resource
+    return method, resource
 
 
 class _CountedBody:

@@ -80,10 +80,10 @@ CAPI = f"{BASE}/apis/cluster.x-k8s.io/v1beta2"
             "application/apply-patch+yaml",
             ("APPLY", "fleetworkloads/status"),
         ),
-        ("POST", f"{BASE}/api/v1/namespaces", "application/json", ("CREATE", "namespaces")),
+        ("POST", f"{BASE}/api/v1/namespaces", "application/json", ("POST", "namespaces")),
         ("GET", f"{BASE}/api/v1/namespaces/ns", "", ("GET", "namespaces")),
         ("GET", f"{BASE}/api/v1/namespaces/ns/secrets/c1-kubeconfig", "", ("GET", "secrets")),
-        ("PUT", f"{BASE}/api/v1/namespaces/ns/configmaps/p", "", ("UPDATE", "configmaps")),
+        ("PUT", f"{BASE}/api/v1/namespaces/ns/configmaps/p", "", ("PUT", "configmaps")),
         ("DELETE", f"{BASE}/api/v1/namespaces/ns/configmaps/p", "", ("DELETE", "configmaps")),
         (
             "DELETE",
