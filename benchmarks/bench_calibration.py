@@ -676,13 +676,15 @@ async def _worker_main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     api = api_client(args.kubeconfig)
     counts = RequestCounts()
-    observe_requests(api, counts.observe)  # before the backend hardens it: every attempt
+    if args.counts is not None:
+        observe_requests(api, counts.observe)  # before the backend hardens it: every attempt
     backend = KubeFleetBackend(api, args.namespace, cache=args.cache)
     try:
         backend.start()  # as ``calibrator worker``: the cache LISTs and watches from now on
         temporal = await Client.connect(args.address)
-        await backend.inventory()  # the cache's sync (or one LIST of each kind), before the run
         if args.counts is not None:
+            # The start, reported apart: the cache's sync (or one LIST of each kind without it).
+            await backend.inventory()
             seq = 0
 
             def dump() -> None:
