@@ -19,9 +19,21 @@ Measured (printed as markdown): with ``--workloads``, the replicas the placement
 whole run, the placements after the steps, and per step position) next to the minimum they were
 forced to remove (issue 15); wall time against the ideal (the sum over waves of the slowest
 CAPI rollout in the wave), history events and bytes of the parent runs and of each child,
-continue-as-new count, worker CPU seconds and peak RSS (the worker is a subprocess), kube-apiserver
-requests by verb and resource from its /metrics before and after (per cluster-step), and the
-plane's RSS.
+continue-as-new count, worker CPU seconds (and per cluster-step) and peak RSS (the worker is a
+subprocess), the plane's RSS, and requests two ways:
+
+- **the worker's own**, by verb and resource, with the bytes of the answers it read (watch
+  events included), counted in the worker process at its management client's request layer
+  (``orchestrator.kube.client.RequestCounts`` through ``observe_requests``): the worker writes
+  them to a file when the benchmark signals it (SIGUSR1), once when it is ready (after a first
+  fleet read: the cache's sync, or one LIST of each kind without it) and then before and after
+  the calibration, so the figures per cluster-step are the calibration's alone;
+- **every client's**, from kube-apiserver's ``apiserver_request_total`` before and after (CAPI's
+  controllers, the sampler's LISTs and the worker together), by verb and resource/subresource.
+
+``--cache`` (the default, as ``calibrator worker`` runs) gives the worker the watch-fed cache of
+the fleet (``KubeFleetBackend(cache=True)``); ``--no-cache`` LISTs the fleet on every read, as
+before issue 29. ``--json FILE`` writes the figures as JSON too.
 """
 
 from __future__ import annotations
@@ -29,7 +41,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,7 +64,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
-from orchestrator.kube.client import api_client, dynamic
+from orchestrator.kube.client import RequestCounts, api_client, dynamic, observe_requests
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capd_fleet import (
     CREATE_TIMEOUT,
@@ -74,6 +88,8 @@ from workflows.model import (
 )
 
 HISTORY_EVENT_LIMIT = 51_200  # Temporal's hard limit per run
+WORKER_READY_TIMEOUT = 300.0  # the worker's start: imports, Temporal, the first fleet read
+COUNTS_TIMEOUT = 60.0  # for the worker to write its counts once signalled (a starved loop)
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
@@ -158,7 +174,11 @@ class Sampler:
 
 
 def apiserver_requests(kubeconfig: Path) -> Counter[tuple[str, str]]:
-    """``apiserver_request_total`` summed by (verb, resource), read with ``kubectl get --raw``."""
+    """``apiserver_request_total`` summed by (verb, resource[/subresource]), via ``kubectl``.
+
+    Named as ``client.request_kind`` names the worker's own requests, so the two read side by
+    side (``clusters/status`` apart from ``clusters``: the worker never writes a Cluster's status).
+    """
     text = subprocess.run(
         ["kubectl", "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
         capture_output=True, text=True, timeout=60, check=True,
@@ -170,7 +190,10 @@ def apiserver_requests(kubeconfig: Path) -> Counter[tuple[str, str]]:
         labels_text, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
         labels = dict(part.split("=", 1) for part in labels_text.split('",') if "=" in part)
         clean = {k: v.strip('"') for k, v in labels.items()}
-        counts[(clean.get("verb", ""), clean.get("resource", ""))] += int(float(value))
+        resource, sub = clean.get("resource", ""), clean.get("subresource", "")
+        counts[(clean.get("verb", ""), f"{resource}/{sub}" if sub else resource)] += int(
+            float(value)
+        )
     return counts
 
 
@@ -185,6 +208,79 @@ def proc_mib(pid: int, key: str) -> float:
         if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+Kinds = Counter[tuple[str, str]]
+
+
+def _kinds(counted: dict[str, int]) -> Kinds:
+    """``{"VERB resource": n}`` (``RequestCounts.totals``) as a Counter by (verb, resource)."""
+    out: Kinds = Counter()
+    for key, n in counted.items():
+        verb, _, resource = key.partition(" ")
+        out[(verb, resource)] += n
+    return out
+
+
+@dataclass(frozen=True)
+class WorkerCounts:
+    """The worker's own requests and the bytes it read, by (verb, resource), at one moment."""
+
+    seq: int
+    requests: Kinds
+    received: Kinds
+    refused: Kinds  # answers of 400 or more: (verb, "resource status")
+
+    def __sub__(self, earlier: WorkerCounts) -> WorkerCounts:
+        return WorkerCounts(
+            self.seq,
+            self.requests - earlier.requests,
+            self.received - earlier.received,
+            self.refused - earlier.refused,
+        )
+
+
+def _read_counts(path: Path) -> WorkerCounts | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # not written yet (the worker replaces the file whole: never half-read)
+    return WorkerCounts(
+        int(doc["seq"]), _kinds(doc["requests"]), _kinds(doc["received"]), _kinds(doc["refused"])
+    )
+
+
+def _write_counts(path: Path, seq: int, counts: RequestCounts) -> None:
+    """The worker's side: the counts so far, replacing the file at once (rename)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps({"seq": seq, **counts.totals()}))
+    os.replace(part, path)
+
+
+def _await_counts(
+    worker: subprocess.Popen[bytes], path: Path, after: int, timeout: float
+) -> WorkerCounts:
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = _read_counts(path)
+        if counts is not None and counts.seq > after:
+            return counts
+        if worker.poll() is not None:
+            raise AssertionError(f"the worker exited ({worker.returncode}) before its counts")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no request counts from the worker within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def worker_ready(worker: subprocess.Popen[bytes], path: Path) -> WorkerCounts:
+    """Wait for the worker's first counts: it has read the fleet once and answers signals."""
+    return _await_counts(worker, path, 0, WORKER_READY_TIMEOUT)
+
+
+def worker_counts(worker: subprocess.Popen[bytes], path: Path, last: WorkerCounts) -> WorkerCounts:
+    """The worker's counts now: signal it (SIGUSR1) and wait for the file it writes."""
+    worker.send_signal(signal.SIGUSR1)
+    return _await_counts(worker, path, last.seq, COUNTS_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -235,6 +331,74 @@ class Report:
     per_step: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     placement_writes: int = 0  # PATCH/APPLY/CREATE of PlacementDecisions and FleetWorkloads
     query_failures: int = 0  # progress queries failed (deadlock detector, RPC timeout) in the run
+    cache: bool = True  # the worker read the fleet from its watch-fed cache
+    # The worker's own requests and bytes read during the calibration (``WorkerCounts``), and
+    # what its start cost (the cache's sync, or one LIST of each kind), by (verb, resource).
+    worker_requests: Kinds = field(default_factory=Counter)
+    worker_received: Kinds = field(default_factory=Counter)
+    worker_refused: Kinds = field(default_factory=Counter)  # (verb, "resource status")
+    worker_start_requests: Kinds = field(default_factory=Counter)
+    worker_start_received: Kinds = field(default_factory=Counter)
+
+    def per_cluster_step(self, n: float) -> float:
+        """``n`` per cluster-step."""
+        return n / max(self.cluster_steps, 1)
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures as JSON (``--json``): totals and per cluster-step."""
+
+        def by_kind(counts: Kinds) -> dict[str, int]:
+            return {f"{v} {r}": n for (v, r), n in sorted(counts.items(), key=lambda kv: -kv[1])}
+
+        def each_step(counts: Kinds) -> dict[str, float]:
+            return {k: round(self.per_cluster_step(n), 2) for k, n in by_kind(counts).items()}
+
+        return {
+            "clusters": self.clusters,
+            "workloads": self.workloads,
+            "concurrency": self.concurrency,
+            "cache": self.cache,
+            "waves": self.waves,
+            "wall_s": round(self.wall, 1),
+            "ideal_s": round(self.ideal, 1),
+            "overhead": round(self.wall / max(self.ideal, 1e-9), 3),
+            "succeeded": self.succeeded,
+            "blocked": dict(self.blocked),
+            "cluster_steps": self.cluster_steps,
+            "worker": {
+                "cpu_s": round(self.worker_cpu, 1),
+                "cpu_s_per_cluster_step": round(self.per_cluster_step(self.worker_cpu), 3),
+                "peak_rss_mib": round(self.worker_peak_mib),
+                "requests": by_kind(self.worker_requests),
+                "requests_per_cluster_step": each_step(self.worker_requests),
+                "requests_total_per_cluster_step": round(
+                    self.per_cluster_step(sum(self.worker_requests.values())), 2
+                ),
+                "bytes_read": by_kind(self.worker_received),
+                "bytes_read_per_cluster_step": each_step(self.worker_received),
+                "bytes_read_total_per_cluster_step": round(
+                    self.per_cluster_step(sum(self.worker_received.values()))
+                ),
+                "start_requests": by_kind(self.worker_start_requests),
+                "refused": by_kind(self.worker_refused),
+                "start_bytes_read": sum(self.worker_start_received.values()),
+            },
+            "apiserver_requests": by_kind(self.requests),
+            "apiserver_requests_per_cluster_step": each_step(self.requests),
+            "history": {
+                "parent_runs": self.parent.runs,
+                "parent_events": self.parent.events,
+                "parent_bytes": self.parent.bytes,
+                "child_events_max": max((c.events for c in self.children.values()), default=0),
+            },
+            "placement_writes": self.placement_writes,
+            "replicas_moved": self.replicas_moved,
+            "replicas_moved_by_steps": self.replicas_moved_by_steps,
+            "replicas_forced": self.replicas_forced,
+            "samples": self.samples,
+            "plane_rss_mib": round(self.plane_mib),
+            "query_failures": self.query_failures,
+        }
 
     def markdown(self) -> str:
         child_events = sorted(c.events for c in self.children.values())
@@ -254,7 +418,9 @@ class Report:
             f"{child_bytes[len(child_bytes) // 2]} | - |",
             f"| child, max | - | {child_events[-1]} | {child_bytes[-1]} | - |",
             "",
-            f"worker: {self.worker_cpu:.1f} CPU s, peak RSS {self.worker_peak_mib:.0f} MiB; "
+            f"worker ({'watch-fed cache' if self.cache else 'no cache: LISTs'}): "
+            f"{self.worker_cpu:.1f} CPU s ({self.per_cluster_step(self.worker_cpu):.2f} per "
+            f"cluster-step), peak RSS {self.worker_peak_mib:.0f} MiB; "
             f"local plane RSS {self.plane_mib:.0f} MiB; {self.samples} fleet samples "
             f"(4 LISTs each, included below); progress queries failed: {self.query_failures}",
             "",
@@ -274,13 +440,46 @@ class Report:
         ]
         for position, (n, moved, forced, over) in sorted(self.per_step.items()):
             lines.append(f"| after step {position} | {n} | {moved} | {forced} | {over} |")
+        start = sum(self.worker_start_requests.values())
         lines += [
             "",
-            "| verb | resource | requests | per cluster-step |",
-            "|---|---|---:|---:|",
+            f"The worker's own requests ({self.cluster_steps} cluster-steps; its start before "
+            f"them, not included: {start} requests, "
+            f"{sum(self.worker_start_received.values()) / 1000:,.0f} kB read):",
+            "",
+            "| verb | resource | requests | per cluster-step | kB read per cluster-step |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for (verb, resource), n in sorted(self.worker_requests.items(), key=lambda kv: -kv[1]):
+            read = self.worker_received[(verb, resource)]
+            lines.append(
+                f"| {verb} | {resource} | {n} | {self.per_cluster_step(n):.2f} | "
+                f"{self.per_cluster_step(read) / 1000:,.1f} |"
+            )
+        lines += [
+            f"| all | | {sum(self.worker_requests.values())} | "
+            f"{self.per_cluster_step(sum(self.worker_requests.values())):.2f} | "
+            f"{self.per_cluster_step(sum(self.worker_received.values())) / 1000:,.1f} |",
+            "",
+            "Of those, answered 400 or more (a 409 is a write a conflict refused): "
+            + (
+                ", ".join(
+                    f"{v} {r}: {n}"
+                    for (v, r), n in sorted(self.worker_refused.items(), key=lambda kv: -kv[1])
+                )
+                or "none"
+            ),
+            "",
+            "kube-apiserver, every client (CAPI's controllers, the sampler, the worker):",
+            "",
+            "| verb | resource | requests | per cluster-step | of which the worker's |",
+            "|---|---|---:|---:|---:|",
         ]
         for (verb, resource), n in sorted(self.requests.items(), key=lambda kv: -kv[1])[:20]:
-            lines.append(f"| {verb} | {resource} | {n} | {n / max(self.cluster_steps, 1):.1f} |")
+            ours = self.worker_requests[(verb, resource)]
+            lines.append(
+                f"| {verb} | {resource} | {n} | {self.per_cluster_step(n):.1f} | {self.per_cluster_step(ours):.1f} |"
+            )
         return "\n".join(lines)
 
 
@@ -288,14 +487,26 @@ class Report:
 
 
 def start_bench_worker(
-    address: str, kubeconfig: Path, task_queue: str, namespace: str
+    address: str,
+    kubeconfig: Path,
+    task_queue: str,
+    namespace: str,
+    *,
+    cache: bool = True,
+    counts: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """This module's worker in a process of its own; public: the Pulumi integration test runs it too."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_calibration", "--worker",
-         address, str(kubeconfig), task_queue, namespace],
-        cwd=Path(__file__).resolve().parents[1],
-    )  # fmt: skip
+    """This module's worker in a process of its own; public: the Pulumi integration test runs it too.
+
+    ``cache``: the watch-fed cache, as ``calibrator worker`` has it. ``counts``: a file the
+    worker writes its own request counts to, when ready and on SIGUSR1 (``worker_counts``).
+    """
+    argv = [sys.executable, "-m", "benchmarks.bench_calibration", "--worker",
+            address, str(kubeconfig), task_queue, namespace]  # fmt: skip
+    if not cache:
+        argv.append("--no-cache")
+    if counts is not None:
+        argv += ["--counts", str(counts)]
+    return subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])
 
 
 def _query_timed_out(err: ControlError) -> bool:
@@ -308,13 +519,41 @@ def _query_timed_out(err: ControlError) -> bool:
     )
 
 
-async def _worker_main(address: str, kubeconfig: str, task_queue: str, namespace: str) -> None:
+async def _worker_main(argv: list[str]) -> None:
+    """The benchmark's worker: the product's backend and worker, its requests counted."""
     from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 
-    temporal = await Client.connect(address)
-    backend = KubeFleetBackend(api_client(kubeconfig), namespace)
-    await build_worker(temporal, backend, task_queue=task_queue).run()
+    parser = argparse.ArgumentParser(prog="bench_calibration --worker")
+    for name in ("address", "kubeconfig", "task_queue", "namespace"):
+        parser.add_argument(name)
+    parser.add_argument("--no-cache", dest="cache", action="store_false")
+    parser.add_argument("--counts", type=Path)
+    args = parser.parse_args(argv)
+    api = api_client(args.kubeconfig)
+    counts = RequestCounts()
+    if args.counts is not None:
+        observe_requests(api, counts.observe)  # before the backend hardens it: every attempt
+    backend = KubeFleetBackend(api, args.namespace, cache=args.cache)
+    try:
+        backend.start()  # as ``calibrator worker``: the cache LISTs and watches from now on
+        temporal = await Client.connect(args.address)
+        if args.counts is not None:
+            # The start, reported apart: the cache's sync (or one LIST of each kind without it).
+            await backend.inventory()
+            seq = 0
+
+            def dump() -> None:
+                nonlocal seq
+                seq += 1
+                _write_counts(args.counts, seq, counts)
+
+            # The handler first: the benchmark signals as soon as it sees the first file.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
+            dump()
+        await build_worker(temporal, backend, task_queue=args.task_queue).run()
+    finally:
+        backend.close()
 
 
 async def planned_waves(
@@ -347,8 +586,12 @@ async def calibrate_fleet(
     plane_pids: list[int],
     timeout: float,
     workloads: int = 0,
+    cache: bool = True,
 ) -> Report:
-    """Calibrate the provisioned fleet to TARGET; check the invariants; measure."""
+    """Calibrate the provisioned fleet to TARGET; check the invariants; measure.
+
+    ``cache``: the worker reads the fleet from its watch-fed cache (the product's worker does).
+    """
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
     env = await WorkflowEnvironment.start_local(
@@ -357,11 +600,17 @@ async def calibrate_fleet(
         search_attributes=search_attributes.ALL,
     )
     worker: subprocess.Popen[bytes] | None = None
+    scratch = tempfile.TemporaryDirectory(prefix="bench-worker-")
+    counts_file = Path(scratch.name) / "requests.json"
     try:
         address = env.client.service_client.config.target_host
         task_queue = f"scale-{uuid.uuid4().hex[:8]}"
-        worker = start_bench_worker(address, worker_kubeconfig, task_queue, namespace)
+        worker = start_bench_worker(
+            address, worker_kubeconfig, task_queue, namespace, cache=cache, counts=counts_file
+        )
         waves = await planned_waves(mgmt, namespace, concurrency)
+        started = await asyncio.to_thread(worker_ready, worker, counts_file)
+        worker_before = await asyncio.to_thread(worker_counts, worker, counts_file, started)
         before = apiserver_requests(plane_kubeconfig)
         sampler = Sampler(dyn, namespace, layout)
         options = CalibrationOptions(
@@ -407,6 +656,9 @@ async def calibrate_fleet(
             result = result_task.result()
             wall = time.monotonic() - began
         after = apiserver_requests(plane_kubeconfig)
+        worker_run = (
+            await asyncio.to_thread(worker_counts, worker, counts_file, worker_before)
+        ) - worker_before
         assert worker.poll() is None, "the worker exited during the run"
         worker_cpu = proc_cpu_seconds(worker.pid)
         worker_peak = proc_mib(worker.pid, "VmHWM")
@@ -490,6 +742,12 @@ async def calibrate_fleet(
             per_step=per_step,
             placement_writes=writes,
             query_failures=len(query_failures),
+            cache=cache,
+            worker_requests=worker_run.requests,
+            worker_received=worker_run.received,
+            worker_refused=worker_run.refused,
+            worker_start_requests=started.requests,
+            worker_start_received=started.received,
         )
     finally:
         if worker is not None and worker.poll() is None:
@@ -500,6 +758,7 @@ async def calibrate_fleet(
                 worker.kill()
                 worker.wait(10)
         await env.shutdown()
+        scratch.cleanup()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -510,6 +769,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workloads", type=int, default=0, help="FleetWorkloads to place (0..100000)"
     )
+    parser.add_argument(
+        "--cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the worker's watch-fed cache of the fleet (default: on, as `calibrator worker`)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if not 2 <= args.clusters <= 999 or not 1 <= args.concurrency <= args.clusters:
         parser.error("--clusters must be 2..999 and --concurrency 1..clusters")
@@ -533,15 +799,18 @@ def main(argv: list[str] | None = None) -> int:
                     plane_kubeconfig=plane.kubeconfig, worker_kubeconfig=plane.kubeconfig,
                     namespace=namespace, layout=layout, concurrency=args.concurrency,
                     plane_pids=pids, timeout=args.timeout, workloads=args.workloads,
+                    cache=args.cache,
                 )
             )  # fmt: skip
             print(report.markdown())
+            if args.json is not None:
+                args.json.write_text(json.dumps(report.as_json(), indent=2) + "\n")
         finally:
             plane.down(purge=True)
     return 0
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
-    asyncio.run(_worker_main(*sys.argv[2:6]))
+    asyncio.run(_worker_main(sys.argv[2:]))
 elif __name__ == "__main__":
     raise SystemExit(main())

@@ -272,6 +272,13 @@ class WatchCache:
         with self._changed:
             return self._stores[kind].objects.get(key)
 
+    def named(self, kind: Hashable, name: str) -> list[Obj]:
+        """The stored objects of ``kind`` called ``name``, in every namespace (shared, read-only)."""
+        with self._changed:
+            return [
+                o for o in self._stores[kind].objects.values() if object_meta(o).get("name") == name
+            ]
+
     # ------------------------------------------------------------------------------- the loop
 
     def _run(self, kind: Hashable) -> None:
@@ -476,6 +483,20 @@ class FleetCache:
     def stop(self, timeout: float = 5.0) -> None:
         """Close the watches and end the threads."""
         self.cache.stop(timeout)
+
+    def named(self, kind: tuple[str, str], name: str) -> list[Obj]:
+        """The cached objects of ``kind`` called ``name``, in every namespace, without waiting.
+
+        For a short call that would otherwise LIST a whole kind to find one name (the backend's
+        ``_namespace_of``): ``CacheNotSynced`` at once while the cache has not listed every kind
+        yet or the kind is ``lagging``, and the caller LISTs. A call must not wait the first
+        LISTs out (``SYNC_TIMEOUT``): the LIST it would make costs what it did before the cache.
+        """
+        if not self.cache.synced:
+            raise CacheNotSynced("fleet-cache: not synced yet")
+        if kind in self.cache.lagging():
+            raise CacheNotSynced(f"fleet-cache: the watch of {kind[1]} keeps failing")
+        return self.cache.named(kind, name)
 
     def objects(
         self,

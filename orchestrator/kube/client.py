@@ -12,12 +12,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import urllib3
 from kubernetes import client, config
@@ -31,6 +33,7 @@ IN_CLUSTER = "in-cluster"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 PAGE_SIZE = 500  # objects per page of a LIST (kubectl's chunk size)
 GONE = 410
+APPLY_PATCH = "application/apply-patch"  # server-side apply's content type (+yaml, +cbor)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -168,26 +171,160 @@ def api_client(
     return api
 
 
-RequestObserver = Callable[[str, str], AbstractContextManager[Callable[[int], None]]]
+Answered = Callable[[Any], None]
+"""Called with the answer (a ``rest.RESTResponse``) of an observed request, before its body is read."""
+RequestObserver = Callable[[str, str, Mapping[str, str]], AbstractContextManager[Answered]]
+"""(method, url with its query, request headers) -> a context around the request's send."""
 
 
 def observe_requests(api: client.ApiClient, observer: RequestObserver) -> None:
-    """Run every HTTP request ``api`` sends inside ``observer(method, url)``.
+    """Run every HTTP request ``api`` sends inside ``observer(method, url, headers)``.
 
     Every typed and dynamic call of the kubernetes client goes through ``ApiClient.call_api``, so
-    this one hook sees them all (tracing spans per request; the caller decides what to record).
-    The observer's value is called with the response status. Installed per client, only by
-    callers that want it: an unobserved client pays nothing.
+    this one hook sees them all (tracing spans per request, the benchmark's request counts; the
+    caller decides what to record). The observer's value is called with the answer before
+    anyone reads its body, so an observer may put a wrapper around the body
+    (``RESTResponse.response``) to see what is read of it (``RequestCounts`` does). Installed
+    per client, only by callers that want it: an unobserved client pays nothing.
     """
     send = api.call_api
 
-    def call_api(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        with observer(method, url) as record:
-            response = send(method, url, *args, **kwargs)
-            record(int(response.status))
+    def call_api(
+        method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        with observer(method, url, header_params or {}) as answered:
+            response = send(method, url, header_params, *args, **kwargs)
+            answered(response)
             return response
 
     api.call_api = call_api  # type: ignore[method-assign]
+
+
+def request_kind(method: str, url: str, headers: Mapping[str, str]) -> tuple[str, str]:
+    """(verb, resource) of a request as kube-apiserver counts it (``apiserver_request_total``).
+
+    The verb is the API server's metric label, which is the HTTP method except: a GET of a
+    collection is LIST, with ``watch=true`` WATCH; a PATCH with the apply content type is
+    APPLY; a DELETE of a collection is DELETECOLLECTION (POST and PUT stay). The resource is the plural with its subresource (``clusters``,
+    ``fleetworkloads/status``); discovery (``/api``, ``/apis``, a group or version) is
+    ``discovery``, any other path (``/readyz``, ``/version``) is itself. So the worker's own
+    counts read beside the API server's metrics, which count every client.
+    """
+    parts = urlsplit(url)
+    path = [p for p in parts.path.split("/") if p]
+    method = method.upper()
+    if path[:1] == ["api"]:
+        rest = path[2:]
+    elif path[:1] == ["apis"]:
+        rest = path[3:]
+    else:
+        return method, parts.path or "/"
+    if not rest:
+        return method, "discovery"
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]  # a namespaced resource; ``namespaces/NAME`` alone is the Namespace
+    resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
+    named = len(rest) > 1
+    if method == "GET":
+        if any(v.lower() == "true" for v in parse_qs(parts.query).get("watch", ())):
+            return "WATCH", resource
+        return ("GET" if named else "LIST"), resource
+    if method == "PATCH":
+        content = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+        return ("APPLY" if content.startswith(APPLY_PATCH) else "PATCH"), resource
+    if method == "DELETE" and not named:
+        return "DELETECOLLECTION", resource
+    return method, resource
+
+
+class _CountedBody:
+    """An answer's body (a urllib3 response) that counts the bytes read of it.
+
+    The kubernetes client reads a body as ``data`` (whole: GET, LIST, PATCH answers) or by
+    ``stream`` (a watch), and ``RESTResponse.read`` reads ``data``; those are counted. Anything
+    else is passed through to the response itself.
+    """
+
+    def __init__(self, inner: Any, count: Callable[[int], None]) -> None:
+        self._inner = inner
+        self._count = count
+        self._read_whole = False
+
+    @property
+    def data(self) -> bytes:
+        body: bytes = self._inner.data
+        if not self._read_whole:  # urllib3 keeps the body: a second ``data`` reads nothing
+            self._read_whole = True
+            self._count(len(body or b""))
+        return body
+
+    def read(self, *args: Any, **kwargs: Any) -> bytes:
+        chunk: bytes = self._inner.read(*args, **kwargs)
+        self._count(len(chunk or b""))
+        return chunk
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        for chunk in self._inner.stream(*args, **kwargs):
+            self._count(len(chunk))
+            yield chunk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class RequestCounts:
+    """A ``RequestObserver``: the requests one client sent and the bytes it read, by kind.
+
+    Keys are ``request_kind``'s (verb, resource). A request is counted when it is sent (every
+    attempt: the server sees each); ``received`` counts the answers' body bytes as they are
+    read (a watch's as its events arrive; headers and TLS not included); ``refused`` the answers
+    of 400 or more, by status too. Thread-safe: the
+    worker's calls and the cache's watches run on threads. Per request it costs a URL split
+    and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_calibration``),
+    not by the product, which reports no request counts.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.received: Counter[tuple[str, str]] = Counter()
+        # Answers of 400 or more by (verb, resource, status): a 409 is a write a conflict refused.
+        self.refused: Counter[tuple[str, str, int]] = Counter()
+
+    @contextmanager
+    def observe(self, method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
+        """The observer: count the request, and wrap its answer's body to count what is read."""
+        key = request_kind(method, url, headers)
+        with self._lock:
+            self.requests[key] += 1
+
+        def count(n: int) -> None:
+            with self._lock:
+                self.received[key] += n
+
+        def answered(response: Any) -> None:
+            status = int(getattr(response, "status", 0) or 0)
+            if status >= 400:
+                with self._lock:
+                    self.refused[(*key, status)] += 1
+            body = getattr(response, "response", None)
+            if body is not None:
+                response.response = _CountedBody(body, count)
+
+        yield answered
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """The counts so far, consistent with each other and ready for JSON.
+
+        ``requests`` and ``received`` by ``"VERB resource"``, ``refused`` by
+        ``"VERB resource status"``.
+        """
+        with self._lock:
+            return {
+                "requests": {f"{v} {r}": n for (v, r), n in self.requests.items()},
+                "received": {f"{v} {r}": n for (v, r), n in self.received.items()},
+                "refused": {f"{v} {r} {c}": n for (v, r, c), n in self.refused.items()},
+            }
 
 
 def dynamic(api: client.ApiClient) -> DynamicClient:

@@ -7,10 +7,12 @@ OpenTelemetry is imported only when a tracer is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
+
+from orchestrator.kube.client import Answered, RequestObserver
 
 
 def request_route(url: str) -> str:
@@ -37,9 +39,7 @@ def request_route(url: str) -> str:
     return "/" + "/".join(head + rest)
 
 
-def request_spans(
-    tracer: Any,
-) -> Callable[[str, str], AbstractContextManager[Callable[[int], None]]]:
+def request_spans(tracer: Any) -> RequestObserver:
     """An ``orchestrator.kube.client.observe_requests`` observer: one CLIENT span per request.
 
     Attributes follow the OpenTelemetry HTTP client conventions; a status of 400 or more marks
@@ -48,7 +48,7 @@ def request_spans(
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     @contextmanager
-    def observe(method: str, url: str) -> Iterator[Callable[[int], None]]:
+    def observe(method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
         route = request_route(url)
         parts = urlsplit(url)
         attributes: dict[str, Any] = {
@@ -63,7 +63,8 @@ def request_spans(
             f"{method} {route}", kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
 
-            def status(code: int) -> None:
+            def status(response: Any) -> None:
+                code = int(response.status)
                 span.set_attribute("http.response.status_code", code)
                 if code >= 400:
                     span.set_attribute("error.type", str(code))

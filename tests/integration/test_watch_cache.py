@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,7 +33,13 @@ from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
 from orchestrator.kube.cache import FleetCache, WatchCache
-from orchestrator.kube.client import api_client, apply_all, dynamic, observe_requests
+from orchestrator.kube.client import (
+    Answered,
+    api_client,
+    apply_all,
+    dynamic,
+    observe_requests,
+)
 from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import patch, wait_for
@@ -75,15 +81,15 @@ class Requests:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextlib.contextmanager
-    def observe(self, method: str, url: str) -> Iterator[Callable[[int], None]]:
+    def observe(self, method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
         parts = urlsplit(url)
         watch = parse_qs(parts.query).get("watch", [""])[0].lower() == "true"
         resource = parts.path.rstrip("/").rsplit("/", 1)[-1]
         with self.lock:
             self.seen.append((method, resource, watch))
 
-        def answered(status: int) -> None:
-            if watch and status == 200:
+        def answered(response: Any) -> None:
+            if watch and response.status == 200:
                 with self.lock:
                     self.watched.add(resource)
 

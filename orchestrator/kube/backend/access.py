@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube import capi, workload
 from orchestrator.kube.backend.port import BackendError, ClusterRef, NotAllowedError, NotFoundError
-from orchestrator.kube.cache import FLEET_KINDS, FleetCache, version_reached
+from orchestrator.kube.cache import FLEET_KINDS, CacheNotSynced, FleetCache, version_reached
 from orchestrator.kube.client import (
     DEFAULT_REQUESTS,
     RETRYABLE_ERRORS,
@@ -217,21 +217,44 @@ class KubeAccess:
         return obj
 
     def _namespace_of(self, ref: ClusterRef) -> str:
+        """The namespace of the Cluster ``ref`` names: given, the backend's one, else looked up."""
         if ref.namespace:
             return ref.namespace
         if self._namespace:
             return self._namespace
-        found = [
-            c
-            for c in self._list(capi.CLUSTER, None)
-            if object_meta(c).get("name") == ref.name
-            and not object_meta(c).get("deletionTimestamp")
-        ]
+        found = self._live_clusters_named(ref.name)
         if not found:
             raise NotFoundError(f"cluster {ref.name!r} not found")
         if len(found) > 1:
             raise NotFoundError(f"cluster {ref.name!r} exists in several namespaces: name one")
         return str(object_meta(found[0])["namespace"])
+
+    def _live_clusters_named(self, name: str) -> list[dict[str, Any]]:
+        """Clusters called ``name`` in any namespace, not being deleted: cached, else one LIST.
+
+        A Cluster keeps its namespace for life, so the cache can be behind in one way only: a
+        Cluster created (or one's deletion begun) since its last event. A name it does not know
+        (and a cache not synced or lagging: ``FleetCache.named``) is therefore looked up by a LIST
+        of every Cluster, as before the cache; a name it knows is answered from memory. The
+        caller GETs the Cluster it names next (``_cluster``), so nothing is acted on from the
+        cache but the namespace. One more name in another namespace that the cache has not seen
+        yet is the same race a LIST had with a create landing right after it.
+        """
+        found: list[dict[str, Any]] = []
+        if self._cache is not None:
+            self._cache.start()  # idempotent, as the inventory's first read
+            try:
+                found = self._cache.named(capi.CLUSTER, name)
+            except CacheNotSynced as err:
+                log.info("%s: finding cluster %r LISTs instead", err, name)
+        found = [c for c in found if not object_meta(c).get("deletionTimestamp")]
+        if found:
+            return found
+        return [
+            c
+            for c in self._list(capi.CLUSTER, None)
+            if object_meta(c).get("name") == name and not object_meta(c).get("deletionTimestamp")
+        ]
 
     def _cluster(self, ref: ClusterRef) -> tuple[str, dict[str, Any]]:
         ns = self._namespace_of(ref)

@@ -238,6 +238,19 @@ def test_waiting_for_sync_times_out_with_an_error(feed: Feed) -> None:
         cache.stop()
 
 
+def test_objects_are_found_by_name_in_every_namespace(feed: Feed) -> None:
+    feed.lists["A"] = [([obj("a", "1"), obj("a", "2", ns="other"), obj("b", "3")], "3")]
+    cache = started(feed)
+    try:
+        assert sorted(o["metadata"]["namespace"] for o in cache.named("A", "a")) == [NS, "other"]
+        assert cache.named("A", "c") == []
+        feed.push("A", event("DELETED", obj("a", "4", ns="other")))
+        wait_until("deleted", at(cache, "A", "4"))
+        assert [o["metadata"]["namespace"] for o in cache.named("A", "a")] == [NS]
+    finally:
+        cache.stop()
+
+
 def test_waiting_for_a_version_returns_once_seen_and_times_out_otherwise(feed: Feed) -> None:
     feed.lists["A"] = [([obj("a", "3")], "7")]
     cache = started(feed)

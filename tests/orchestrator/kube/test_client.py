@@ -1,12 +1,14 @@
-"""``observe_requests`` (every request of one ApiClient, and only of that client, is observed), and
-the in-cluster client a worker in a pod uses."""
+"""``observe_requests`` (every request of one ApiClient, and only of that client, is observed), the
+request counts the calibration benchmark takes through it, and the in-cluster client a worker in
+a pod uses."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -14,16 +16,24 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.resource import ResourceInstance
 
 from orchestrator.kube import client as kube_client
-from orchestrator.kube.client import dynamic, observe_requests
-from tests.orchestrator.kube.api_server import api_server
+from orchestrator.kube.client import (
+    Answered,
+    RequestCounts,
+    RequestPolicy,
+    dynamic,
+    harden,
+    observe_requests,
+    request_kind,
+)
+from tests.orchestrator.kube.api_server import NODES, Fault, api_server, faulty_server
 
 
 def test_every_request_runs_inside_the_observer_with_its_status() -> None:
     seen: list[tuple[str, str, int]] = []
 
     @contextmanager
-    def observer(method: str, url: str) -> Iterator[Callable[[int], None]]:
-        yield lambda status: seen.append((method, url, status))
+    def observer(method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
+        yield lambda response: seen.append((method, url, response.status))
 
     with api_server() as api, api_server() as other:
         observe_requests(api, observer)
@@ -39,6 +49,114 @@ def test_every_request_runs_inside_the_observer_with_its_status() -> None:
         ("GET", f"{host}/api/v1/namespaces/missing", 404),
     ]
     assert len(seen) >= 3 and all(m == "GET" and s == 404 for m, _, s in seen[2:]), seen
+
+
+BASE = "https://10.0.0.1:6443"
+CAPI = f"{BASE}/apis/cluster.x-k8s.io/v1beta2"
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "content_type", "kind"),
+    [
+        ("GET", f"{CAPI}/namespaces/ns/clusters?limit=500", "", ("LIST", "clusters")),
+        ("GET", f"{CAPI}/clusters", "", ("LIST", "clusters")),
+        ("GET", f"{CAPI}/namespaces/ns/clusters/c1", "", ("GET", "clusters")),
+        (
+            "GET",
+            f"{CAPI}/namespaces/ns/clusters?watch=True&resourceVersion=5&allowWatchBookmarks=True",
+            "",
+            ("WATCH", "clusters"),
+        ),
+        (
+            "PATCH",
+            f"{CAPI}/namespaces/ns/clusters/c1",
+            "application/merge-patch+json",
+            ("PATCH", "clusters"),
+        ),
+        (
+            "PATCH",
+            f"{BASE}/apis/calibrator.dev/v1alpha1/namespaces/ns/fleetworkloads/w/status"
+            "?fieldManager=fleet-calibrator&force=True",
+            "application/apply-patch+yaml",
+            ("APPLY", "fleetworkloads/status"),
+        ),
+        ("POST", f"{BASE}/api/v1/namespaces", "application/json", ("POST", "namespaces")),
+        ("GET", f"{BASE}/api/v1/namespaces/ns", "", ("GET", "namespaces")),
+        ("GET", f"{BASE}/api/v1/namespaces/ns/secrets/c1-kubeconfig", "", ("GET", "secrets")),
+        ("PUT", f"{BASE}/api/v1/namespaces/ns/configmaps/p", "", ("PUT", "configmaps")),
+        ("DELETE", f"{BASE}/api/v1/namespaces/ns/configmaps/p", "", ("DELETE", "configmaps")),
+        (
+            "DELETE",
+            f"{BASE}/api/v1/namespaces/ns/configmaps",
+            "",
+            ("DELETECOLLECTION", "configmaps"),
+        ),
+        ("GET", f"{BASE}/apis", "", ("GET", "discovery")),
+        ("GET", f"{BASE}/api/v1", "", ("GET", "discovery")),
+        ("GET", f"{BASE}/apis/cluster.x-k8s.io/v1beta2", "", ("GET", "discovery")),
+        ("GET", f"{BASE}/readyz", "", ("GET", "/readyz")),
+    ],
+)
+def test_a_request_is_named_as_the_api_server_counts_it(
+    method: str, url: str, content_type: str, kind: tuple[str, str]
+) -> None:
+    headers = {"Content-Type": content_type} if content_type else {}
+    assert request_kind(method, url, headers) == kind
+
+
+def test_requests_are_counted_per_attempt_with_the_bytes_read() -> None:
+    """A retried request counts twice (the server saw two); bodies count as they are read."""
+    counts = RequestCounts()
+    policy = RequestPolicy(timeout=5, attempts=2, backoff=0.01)
+    with faulty_server([Fault("status", 503)]) as (api, _):
+        observe_requests(api, counts.observe)
+        harden(api, policy)
+        assert client.CoreV1Api(api).list_node().items == []
+        with pytest.raises(ApiException):
+            client.CoreV1Api(api).read_namespace("missing")
+    nodes = len(json.dumps(NODES).encode())
+    assert counts.requests == {("LIST", "nodes"): 2, ("GET", "namespaces"): 1}
+    assert counts.received[("LIST", "nodes")] == nodes  # the 503's body was never read
+    assert counts.received[("GET", "namespaces")] > 0
+    assert counts.refused == {("LIST", "nodes", 503): 1, ("GET", "namespaces", 404): 1}
+    assert counts.totals()["requests"] == {"LIST nodes": 2, "GET namespaces": 1}
+    assert counts.totals()["refused"] == {"LIST nodes 503": 1, "GET namespaces 404": 1}
+
+
+class _Body:
+    """A urllib3 response as the watch reads it: by ``stream``, then ``release_conn``."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.released = False
+
+    def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+        yield from self.chunks
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
+class _Answer:
+    status = 200
+
+    def __init__(self, body: _Body) -> None:
+        self.response: Any = body
+
+
+def test_a_watchs_bytes_are_counted_as_its_events_arrive() -> None:
+    counts = RequestCounts()
+    body = _Body([b'{"type":"ADDED"}\n', b'{"type":"BOOKMARK"}\n'])
+    answer = _Answer(body)
+    with counts.observe("GET", f"{CAPI}/clusters?watch=true", {}) as answered:
+        answered(answer)
+    stream = answer.response.stream(amt=None, decode_content=False)
+    assert next(stream) == body.chunks[0]
+    assert counts.received[("WATCH", "clusters")] == len(body.chunks[0])
+    assert list(stream) == body.chunks[1:]
+    assert counts.received[("WATCH", "clusters")] == sum(map(len, body.chunks))
+    answer.response.release_conn()  # anything else goes to the response itself
+    assert body.released
 
 
 def _service_account(tmp: Path, token: str = "tok-1") -> Path:
