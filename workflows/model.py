@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from orchestrator.domain.compatibility import Finding
 from orchestrator.domain.upgradeplan import describe_step
 from orchestrator.domain.waves import MaintenanceWindow, Stage
 from orchestrator.kube.backend.port import ClusterRef
@@ -555,16 +556,6 @@ class CheckInput:
 
 
 @dataclass(frozen=True)
-class FindingInfo:
-    """A workload on the cluster that uses an API the version no longer serves."""
-
-    workload: str
-    api: str
-    removed_in: str
-    replacement: str = ""
-
-
-@dataclass(frozen=True)
 class CheckResult:
     """Findings (empty = compatible); ``observed``: what the cluster itself was seen using.
 
@@ -573,7 +564,7 @@ class CheckResult:
     record on the Cluster current and tell the operator.
     """
 
-    findings: tuple[FindingInfo, ...] = ()
+    findings: tuple[Finding, ...] = ()  # declared: a workload on the cluster that uses a gone API
     observed: tuple[str, ...] = ()
 
 

@@ -22,6 +22,14 @@ What is checked after decoding (versions, bounds, strategy documents) is
 ``workflows.validation``'s job. Activity results and the parent/child ``ClusterReport`` signal
 keep the SDK's lenient decoding: they are our own payloads, and a field removed in a later
 version must still replay from old histories.
+
+Domain types are payloads as they are (docs/decisions.md, "One plan model"), so the same
+converter also spells a ``KubeVersion`` as its text (``"v1.33.5"``, never its fields), in both
+directions, and reads the JSON that payloads had before they were domain types
+(``LEGACY_SHAPES``: a decoder that rewrites an old document into today's shape). Every place
+that encodes or decodes a payload uses it: the worker (``strict_client``), every client
+(``DATA_CONVERTER`` through ``Connection.connect_kwargs``), the stored plan, the tests and the
+replayer. One place with the SDK's default would write a version as a dict, silently.
 """
 
 from __future__ import annotations
@@ -30,12 +38,14 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.converter import (
+    AdvancedJSONEncoder,
     CompositePayloadConverter,
+    DataConverter,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
     JSONTypeConverter,
@@ -43,7 +53,9 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.compatibility import Finding
 from orchestrator.domain.documents import quote
+from orchestrator.domain.versions import KubeVersion
 from workflows.model import (
     AbortRequest,
     ApproveRequest,
@@ -81,6 +93,73 @@ STRICT_TYPES = frozenset(INPUT_TYPES + REQUEST_TYPES)
 OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterUpgradePlan, "window")})
 
 
+def _finding_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A check's finding as the workflow payload spelled it before it was the domain ``Finding``.
+
+    It named no cluster and no version: the version becomes the first release without the API
+    (``removed_in``, ``"1.32"``), the cluster is unnamed. The run reads only workload, API and
+    removal from a finding, so a result recorded then replays and reads the same.
+    """
+    if "version" in doc:
+        return None
+    return {
+        "cluster": "",
+        "version": f"v{doc.get('removed_in', '0.0')}.0",
+        "replacement": "",
+        **doc,
+    }
+
+
+# Type -> rewrite of a document in an older shape into today's (None: already today's shape).
+LEGACY_SHAPES: dict[type, Callable[[Mapping[str, Any]], Mapping[str, Any] | None]] = {
+    Finding: _finding_v1,
+}
+
+
+def current_shape(hint: Any, value: Any) -> Any:
+    """``value`` rewritten from an older shape of ``hint`` when it is one; else as it is."""
+    legacy = LEGACY_SHAPES.get(hint) if isinstance(value, Mapping) else None
+    rewritten = None if legacy is None else legacy(value)
+    return value if rewritten is None else rewritten
+
+
+class DomainTypes(JSONTypeConverter):
+    """``KubeVersion`` from its text, and older payload shapes rewritten (``LEGACY_SHAPES``)."""
+
+    def to_typed_value(self, hint: type, value: Any) -> Any:
+        """The decoded value, or ``Unhandled`` to let the SDK decode it."""
+        if hint is KubeVersion:
+            if not isinstance(value, str):
+                raise TypeError(f"expected a version string, got {quote(value)}")
+            return KubeVersion.parse(value)
+        rewritten = current_shape(hint, value)
+        if rewritten is value:
+            return JSONTypeConverter.Unhandled
+        return value_to_type(hint, rewritten, CONVERTERS)
+
+
+CONVERTERS: tuple[JSONTypeConverter, ...] = (DomainTypes(),)
+
+
+class PayloadEncoder(AdvancedJSONEncoder):
+    """The SDK's JSON encoder, with a ``KubeVersion`` as its text at any depth.
+
+    The SDK's encoder turns a dataclass into a dict with ``dataclasses.asdict``, which recurses
+    itself and never shows a nested version to ``default``; this one encodes one level at a time
+    (the same fields, in the same order), so every nested value comes back here.
+    """
+
+    def default(self, o: Any) -> Any:
+        """JSON-ready form of ``o`` (see ``json.JSONEncoder.default``)."""
+        if isinstance(o, KubeVersion):
+            return str(o)
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+        if isinstance(o, Mapping):
+            return dict(o)
+        return super().default(o)
+
+
 def _invalid(hint: type, message: str) -> ApplicationError:
     text = " ".join(f"invalid {hint.__name__}: {message}".split())
     if len(text) > MESSAGE_LIMIT:
@@ -100,6 +179,7 @@ def _dataclasses_in(hint: Any) -> list[type]:
 
 def unknown_fields(hint: type, value: object, where: str) -> str | None:
     """The first unknown field at any dataclass level of ``value``, as ``where.path``; or None."""
+    value = current_shape(hint, value)
     if not isinstance(value, Mapping):
         return None  # value_to_type names the wrong type
     fields = {f.name for f in dataclasses.fields(hint)}
@@ -149,7 +229,7 @@ def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
         if raw is None or not nested or isinstance(raw, list):
             continue
         try:
-            value_to_type(nested[0], raw)
+            value_to_type(nested[0], raw, CONVERTERS)
         except Exception as err:  # any conversion error is the answer
             inner = _nested_reason(nested[0], raw) if isinstance(raw, Mapping) else None
             return f"{name}: {inner or _reasons(err)}"
@@ -157,7 +237,7 @@ def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
 
 
 class StrictTypes(JSONTypeConverter):
-    """Decode ``STRICT_TYPES`` strictly; leave every other type to the SDK."""
+    """Decode ``STRICT_TYPES`` strictly; leave every other type to ``DomainTypes`` and the SDK."""
 
     def to_typed_value(self, hint: type, value: Any) -> Any:
         """The decoded value, ``Unhandled`` for other types, or a non-retryable InvalidInput."""
@@ -171,23 +251,31 @@ class StrictTypes(JSONTypeConverter):
         if problem is not None:
             raise _invalid(hint, problem)
         try:
-            return value_to_type(hint, value)  # nested types: the SDK's rules, no recursion here
+            return value_to_type(hint, value, CONVERTERS)  # nested: the SDK's rules, no recursion
         except Exception as err:
             raise _invalid(hint, _nested_reason(hint, value) or _reasons(err)) from None
 
 
 class StrictPayloadConverter(CompositePayloadConverter):
-    """The SDK's default converters, with JSON decoding our client-facing types strictly."""
+    """The SDK's default converters, with our JSON: versions as text, client input strict."""
 
     def __init__(self) -> None:
         super().__init__(
             *(
-                JSONPlainPayloadConverter(custom_type_converters=[StrictTypes()])
+                JSONPlainPayloadConverter(
+                    encoder=PayloadEncoder, custom_type_converters=[StrictTypes(), *CONVERTERS]
+                )
                 if isinstance(c, JSONPlainPayloadConverter)
                 else c
                 for c in DefaultPayloadConverter.default_encoding_payload_converters
             )
         )
+
+
+DATA_CONVERTER = dataclasses.replace(
+    DataConverter.default, payload_converter_class=StrictPayloadConverter
+)
+"""The one data converter of every client, worker, test environment and replayer."""
 
 
 def strict_client(client: Client) -> Client:

@@ -37,6 +37,7 @@ from workflows.model import (
     CalibrationProgress,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 TIME_SKIPPING = "time-skipping"
@@ -160,6 +161,7 @@ class Harness:
             env = await WorkflowEnvironment.start_time_skipping(
                 test_server_existing_path=self.binary,
                 test_server_startup_timeout=SERVER_STARTUP,
+                data_converter=DATA_CONVERTER,
                 **options,
             )
             await register_search_attributes(env.client)
@@ -168,6 +170,7 @@ class Harness:
                 dev_server_existing_path=self.binary,
                 search_attributes=search_attributes.ALL,
                 dev_server_startup_timeout=SERVER_STARTUP,
+                data_converter=DATA_CONVERTER,
                 **options,
             )
         try:

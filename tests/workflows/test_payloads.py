@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 import pytest
-from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.compatibility import Finding
+from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import ClusterRef
 from tests.workflows.harness import FAST
 from workflows.model import (
@@ -22,6 +23,7 @@ from workflows.model import (
     CalibrationCheckpoint,
     CalibrationInput,
     CalibrationProgress,
+    CheckResult,
     ClusterCommand,
     ClusterUpgradeInput,
     ClusterUpgradePlan,
@@ -37,7 +39,7 @@ from workflows.model import (
     SkipRequest,
     StepPlan,
 )
-from workflows.payloads import STRICT_TYPES, StrictPayloadConverter
+from workflows.payloads import DATA_CONVERTER, STRICT_TYPES, StrictPayloadConverter
 
 STRICT = StrictPayloadConverter()
 PLAN = ClusterUpgradePlan(
@@ -71,7 +73,7 @@ GOOD: list[object] = [
 
 
 def _raw(value: object) -> Any:
-    return DataConverter.default.payload_converter.to_payloads([value])
+    return DATA_CONVERTER.payload_converter.to_payloads([value])
 
 
 @pytest.mark.parametrize("value", GOOD, ids=[type(v).__name__ for v in GOOD])
@@ -132,3 +134,21 @@ def test_other_types_keep_the_sdks_lenient_decoding() -> None:
     """Activity results are our own payloads: a field a later version dropped is ignored."""
     raw = {"digest": "d", "size": 1, "dropped_later": 1}
     assert STRICT.from_payloads(_raw(raw), [PlanRef]) == [PlanRef("d", 1)]
+
+
+def test_a_version_is_its_text_in_json_at_any_depth_and_decodes_back() -> None:
+    finding = Finding(
+        "a", "w", "extensions/v1beta1", "1.22", "apps/v1", KubeVersion.parse("v1.22.3")
+    )
+    (payload,) = _raw(CheckResult((finding,), ("seen",)))
+    assert json.loads(payload.data)["findings"][0]["version"] == "v1.22.3"
+    assert STRICT.from_payloads([payload], [CheckResult]) == [CheckResult((finding,), ("seen",))]
+
+
+def test_a_finding_recorded_before_it_was_the_domain_finding_still_decodes() -> None:
+    """Histories hold check results whose findings had only workload, api and removal."""
+    old = {"findings": [{"workload": "w", "api": "batch/v1beta1", "removed_in": "1.25"}]}
+    (result,) = STRICT.from_payloads(_raw(old), [CheckResult])
+    (finding,) = result.findings
+    assert (finding.workload, finding.api, finding.removed_in) == ("w", "batch/v1beta1", "1.25")
+    assert finding.version == KubeVersion.parse("v1.25.0")

@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping, Sequence
 
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
@@ -36,6 +35,7 @@ from workflows.model import (
     StepPlan,
     StepProgress,
 )
+from workflows.payloads import StrictPayloadConverter
 
 
 def fleet_plan(
@@ -114,6 +114,7 @@ def plan_from_input(input: PlanInput) -> FleetPlan:
 
 
 _JSON = Payload(metadata={"encoding": b"json/plain"})
+_CONVERTER = StrictPayloadConverter()  # what the worker writes to and reads from history
 
 # Decoded plans an activity worker keeps (immutable, so a digest always means the same plan).
 PLAN_CACHE_SIZE = 4
@@ -121,7 +122,7 @@ PLAN_CACHE_SIZE = 4
 
 def encode_plan(plan: FleetPlan) -> tuple[str, bytes]:
     """(SHA-256 hex, bytes): the plan as the same JSON Temporal would put in history."""
-    (payload,) = default_converter().payload_converter.to_payloads([plan])
+    (payload,) = _CONVERTER.to_payloads([plan])
     data = payload.data
     return hashlib.sha256(data).hexdigest(), data
 
@@ -131,7 +132,7 @@ def decode_plan(data: bytes) -> FleetPlan:
     payload = Payload()
     payload.CopyFrom(_JSON)
     payload.data = data
-    (plan,) = default_converter().payload_converter.from_payloads([payload], [FleetPlan])
+    (plan,) = _CONVERTER.from_payloads([payload], [FleetPlan])
     assert isinstance(plan, FleetPlan)
     return plan
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     # ``LabelSelector``): the SDK resolves their field types through the sandbox's ``sys.modules``
     # when it decodes them, and only a module imported here by its own name is there (importing
     # workflows.model is not enough). Without these, a planned window fails the workflow task.
+    from orchestrator.domain.compatibility import Finding  # noqa: F401
     from orchestrator.domain.selectors import LabelSelector, Requirement  # noqa: F401
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
     from orchestrator.domain.waves import MaintenanceWindow  # noqa: F401
