@@ -472,7 +472,7 @@ async def planned_waves(
             strategy=strategy(concurrency),
         )
     )
-    return [w for stage in plan.stages for w in stage.waves()]
+    return [w for stage in plan.plan.rollout.stages for w in stage.waves()]
 
 
 def wait_available(

@@ -60,12 +60,15 @@ from workflows.model import (
     AbortRequest,
     ApproveRequest,
     CalibrationInput,
+    CalibrationRun,
     ClusterCommand,
+    ClusterRun,
     ClusterUpgradeInput,
-    ClusterUpgradePlan,
     ContinuousInput,
     Decision,
+    PatchWorkersInput,
     PauseRequest,
+    PreflightInput,
     ResumeRequest,
     RetryRequest,
     SkipRequest,
@@ -90,7 +93,7 @@ STRICT_TYPES = frozenset(INPUT_TYPES + REQUEST_TYPES)
 # the continued run, so unknown fields are not looked for below these (types still are). A
 # child's inline plan is checked strictly except its window: windows written before the payload's
 # window became the domain ``MaintenanceWindow`` carry a ``description`` it no longer has.
-OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterUpgradePlan, "window")})
+OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterRun, "window")})
 
 
 def _finding_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -110,9 +113,118 @@ def _finding_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
     }
 
 
+def _pairs(pools: Any) -> list[Any]:
+    """Pools as ``[name, version]`` pairs; before, each was a ``{name, version}`` object."""
+    return [[p.get("name"), p.get("version")] if isinstance(p, Mapping) else p for p in pools or ()]
+
+
+def _pools_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An activity input whose ``pools`` were ``{name, version}`` objects (``PoolVersion``)."""
+    pools = doc.get("pools")
+    if not isinstance(pools, list) or not any(isinstance(p, Mapping) for p in pools):
+        return None
+    return {**doc, "pools": _pairs(pools)}
+
+
+def _cluster_plan_v1(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The domain ``ClusterPlan`` of an old ``ClusterUpgradePlan`` document.
+
+    The old document said per step what the domain plan says, with the versions as text; the
+    plan's control-plane and worker versions are its steps' versions, and its target the last
+    one (or where it starts, when it has no step). Unknown fields of a step stay, so a strict
+    decoder still names them.
+    """
+    steps = [s for s in doc.get("steps") or () if isinstance(s, Mapping)]
+    cluster = doc.get("cluster")
+    keep = {"index", "step_id", "pools"}
+
+    def versions(component: str) -> list[Any]:
+        return [s.get("version") for s in steps if s.get("component") == component]
+
+    return {
+        "cluster": cluster.get("name") if isinstance(cluster, Mapping) else cluster,
+        "target": steps[-1].get("version") if steps else doc.get("control_plane_from"),
+        "control_plane_from": doc.get("control_plane_from"),
+        "control_plane_steps": versions("controlPlane"),
+        "workers_from": doc.get("workers_from"),
+        "worker_steps": versions("workers"),
+        "steps": [
+            {
+                **{k: v for k, v in s.items() if k not in keep},
+                "pools": [p[0] for p in _pairs(s.get("pools"))],
+                "pools_from": _pairs(s.get("pools")),
+            }
+            for s in steps
+        ],
+        "blocked": doc.get("blocked", False),
+        "reasons": doc.get("reasons", []),
+        "pools_from": _pairs(doc.get("pools")),
+        "topology": doc.get("topology", True),
+    }
+
+
+def _cluster_run_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A ``ClusterRun`` from an old ``ClusterUpgradePlan``: a child's inline plan or its read.
+
+    Recorded histories hold this shape (the ``cluster_plan`` result, a child's input).
+    """
+    if "plan" in doc:
+        return None
+    cluster = doc.get("cluster")
+    return {
+        "plan": _cluster_plan_v1(doc),
+        "namespace": cluster.get("namespace", "") if isinstance(cluster, Mapping) else "",
+        "step_ids": [s.get("step_id") for s in doc.get("steps") or () if isinstance(s, Mapping)],
+        "window": doc.get("window"),
+        "on_observed_usage": doc.get("on_observed_usage", "block"),
+        "on_disruption_blocker": doc.get("on_disruption_blocker", "block"),
+    }
+
+
+def _calibration_run_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A ``CalibrationRun`` from an old ``FleetPlan``: a plan stored before it was the domain's.
+
+    The old document kept per cluster what the rollout keeps once (its window, the gates), and
+    the findings as counts only (older ones as a list, which is dropped).
+    """
+    if "plan" in doc:
+        return None
+    clusters = [c for c in doc.get("clusters") or () if isinstance(c, Mapping)]
+    names = [_cluster_plan_v1(c)["cluster"] for c in clusters]
+    first = clusters[0] if clusters else {}
+    return {
+        "plan": {
+            "target": doc.get("target"),
+            "clusters": [_cluster_plan_v1(c) for c in clusters],
+            "findings": [],
+            "rollout": {
+                "stages": doc.get("stages", []),
+                "unassigned": doc.get("unassigned", []),
+                "windows": {
+                    n: c["window"] for n, c in zip(names, clusters, strict=True) if c.get("window")
+                },
+                "max_failures": doc.get("max_failures", 0),
+                "observed_usage": first.get("on_observed_usage", "block"),
+                "unsatisfiable_disruption_budgets": first.get("on_disruption_blocker", "block"),
+            },
+        },
+        "calibration_id": doc.get("calibration_id", ""),
+        "namespaces": {
+            n: c["cluster"].get("namespace", "")
+            for n, c in zip(names, clusters, strict=True)
+            if isinstance(c.get("cluster"), Mapping)
+        },
+        "finding_actions": doc.get("finding_actions", {}),
+    }
+
+
 # Type -> rewrite of a document in an older shape into today's (None: already today's shape).
 LEGACY_SHAPES: dict[type, Callable[[Mapping[str, Any]], Mapping[str, Any] | None]] = {
     Finding: _finding_v1,
+    ClusterRun: _cluster_run_v1,
+    CalibrationRun: _calibration_run_v1,
+    PreflightInput: _pools_v1,
+    PatchWorkersInput: _pools_v1,
 }
 
 

@@ -15,8 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.compatibility import Finding
 from orchestrator.domain.versions import KubeVersion
-from orchestrator.kube.backend.port import ClusterRef
-from tests.workflows.harness import FAST
+from tests.workflows.harness import FAST, one_step_run
 from workflows.model import (
     AbortRequest,
     ApproveRequest,
@@ -26,29 +25,20 @@ from workflows.model import (
     CheckResult,
     ClusterCommand,
     ClusterUpgradeInput,
-    ClusterUpgradePlan,
     ContinuousInput,
     Decision,
     PauseRequest,
     Phase,
     PlanRef,
-    PoolVersion,
     ResumeRequest,
     RetryRequest,
     ScopeRef,
     SkipRequest,
-    StepPlan,
 )
 from workflows.payloads import DATA_CONVERTER, STRICT_TYPES, StrictPayloadConverter
 
 STRICT = StrictPayloadConverter()
-PLAN = ClusterUpgradePlan(
-    cluster=ClusterRef("a", "ns"),
-    control_plane_from="v1.32.9",
-    workers_from="v1.32.9",
-    pools=(PoolVersion("md-0", "v1.32.9"),),
-    steps=(StepPlan(0, "x/a/00", "controlPlane", "v1.33.5", "v1.32.9"),),
-)
+PLAN = one_step_run(namespace="ns")
 GOOD: list[object] = [
     CalibrationInput(
         "v1.33.5",
@@ -108,9 +98,32 @@ BAD: list[tuple[type, object, str]] = [
             "calibration_id": "x",
             "target": "v1",
             "stage": "s",
-            "plan": {**json.loads(_raw(PLAN)[0].data), "cluster": {"name": "a", "nmespace": "n"}},
+            "plan": {**json.loads(_raw(PLAN)[0].data), "nmespace": "n"},
         },
-        "ClusterUpgradeInput.plan.cluster: unknown field(s) 'nmespace'",
+        "ClusterUpgradeInput.plan: unknown field(s) 'nmespace'",
+    ),
+    (
+        ClusterUpgradeInput,
+        {
+            "calibration_id": "x",
+            "target": "v1",
+            "stage": "s",
+            "plan": {"cluster": {"name": "a"}, "steps": [{"component": "workers", "bogus": 1}]},
+        },
+        "plan.steps[0]: unknown field(s) 'bogus'",  # an old-shaped plan: named as it was sent
+    ),
+    (
+        ClusterUpgradeInput,
+        {
+            "calibration_id": "x",
+            "target": "v1",
+            "stage": "s",
+            "plan": {
+                **json.loads(_raw(PLAN)[0].data),
+                "plan": {**json.loads(_raw(PLAN.plan)[0].data), "control_plane_from": "1.x"},
+            },
+        },
+        "control_plane_from: invalid Kubernetes version '1.x'",
     ),
     (ContinuousInput, {"policy": "x"}, "policy: Expected"),
     (Decision, {"action": "explode"}, "action: Value explode not in literal values"),
