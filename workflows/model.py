@@ -841,7 +841,13 @@ class EvaluateInput:
 
 @dataclass(frozen=True)
 class ViolationInfo:
-    """One violating cluster, for people: its state, goal, broken rules and the first reason."""
+    """One violating cluster, for people: its state, goal, broken rules and the first reason.
+
+    Not a copy of the domain's ``ClusterVerdict``: a line rendered from it (``state()``, the
+    rules' messages joined with why it is unfixable or busy), bounded to ``SAMPLE_LIMIT`` per
+    report. Its fields are what ``calibrator schedule describe`` shows of the last result, in
+    its table and its JSON, and what recorded ContinuousCalibration histories hold.
+    """
 
     cluster: str
     state: str  # due | deferred | busy | unfixable

@@ -207,7 +207,7 @@ def test_stored_plan_is_summarized_read_back_in_slices_and_located() -> None:
     assert part.members[0].steps[:2] == ("controlPlane -> v1.32.9", "controlPlane -> v1.33.5")
     assert part.members[0].step_ids[0] == "cal/a/00-controlPlane-v1.32.9"
     plan = run(env.run(cold.cluster_plan, ClusterPlanInput(summary.plan, "a")))
-    assert plan.cluster.name == "a" and len(plan.steps) == len(part.members[0].steps)
+    assert plan.cluster.name == "a" and len(plan.plan.steps) == len(part.members[0].steps)
     assert fleet.blob_reads == 1  # decoded once per worker, then cached by digest
     where = run(env.run(cold.locate_cluster, LocateInput(summary.plan, "c")))
     assert (where.found, where.stage, where.wave, where.state) == (True, 1, 2, "Pending")
