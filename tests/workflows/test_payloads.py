@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.compatibility import Finding
@@ -165,3 +166,14 @@ def test_a_finding_recorded_before_it_was_the_domain_finding_still_decodes() -> 
     (finding,) = result.findings
     assert (finding.workload, finding.api, finding.removed_in) == ("w", "batch/v1beta1", "1.25")
     assert finding.version == KubeVersion.parse("v1.25.0")
+
+
+def test_a_version_written_by_the_sdks_default_converter_is_refused_not_misread() -> None:
+    """A client that missed our converter writes a version as its fields: one clear error."""
+    sent = ClusterUpgradeInput("x", "v1.33.5", "s", PLAN, FAST)
+    with pytest.raises(ApplicationError) as err:
+        STRICT.from_payloads(
+            DataConverter.default.payload_converter.to_payloads([sent]), [type(sent)]
+        )
+    assert err.value.type == "InvalidInput"
+    assert "control_plane_from: expected a version string" in err.value.message
