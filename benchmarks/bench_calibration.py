@@ -86,6 +86,7 @@ from workflows.model import (
     PlanInput,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 
 HISTORY_EVENT_LIMIT = 51_200  # Temporal's hard limit per run
 WORKER_READY_TIMEOUT = 300.0  # the worker's start: imports, Temporal, the first fleet read
@@ -573,7 +574,7 @@ async def planned_waves(
             strategy=strategy(concurrency),
         )
     )
-    return [w for stage in plan.stages for w in stage.waves()]
+    return [w for stage in plan.plan.rollout.stages for w in stage.waves()]
 
 
 async def calibrate_fleet(
@@ -595,6 +596,7 @@ async def calibrate_fleet(
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=timedelta(seconds=120),
         dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,

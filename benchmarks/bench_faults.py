@@ -60,6 +60,7 @@ from testkit.capd_fleet import (
 from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 # The worker's client under faults: 4 s per attempt, so an answer held 6 s is a timeout.
@@ -207,6 +208,7 @@ async def calibrate_through_proxy(
         version_write_faults=SCRIPTED if rate else (),
     ).start()
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=timedelta(seconds=120),
         dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,

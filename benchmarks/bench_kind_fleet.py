@@ -63,6 +63,7 @@ from orchestrator.localplane.dockerapi import load_archive
 from orchestrator.localplane.dockerengine import DockerEngine
 from workflows.client import status
 from workflows.model import ClusterState, Phase, StepState
+from workflows.payloads import DATA_CONVERTER
 
 START, TARGET = "v1.34.12", "v1.35.8"
 COREDNS_TARGET_IMAGE = "registry.k8s.io/coredns/coredns:v1.13.1"  # kubeadm v1.35's CoreDNS
@@ -414,7 +415,9 @@ async def calibrate(
     busy worker pod once a stage-one cluster is mid-step."""
     strategy = state / "strategy.yaml"
     strategy.write_text(strategy_yaml(members))
-    temporal = await Client.connect(os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
+    temporal = await Client.connect(
+        os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"), data_converter=DATA_CONVERTER
+    )
     core = client.CoreV1Api(api_client(os.environ["KUBECONFIG"]))
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(

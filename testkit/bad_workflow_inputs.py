@@ -70,22 +70,18 @@ def _calibration(**fields: Any) -> dict[str, Any]:
 
 
 def _upgrade(**plan: Any) -> dict[str, Any]:
+    """A child's input with an inline ``ClusterRun``; ``plan`` replaces fields of its domain plan."""
     base = {
-        "cluster": {"name": "a"},
+        "cluster": "a",
+        "target": TARGET,
         "control_plane_from": "v1.32.9",
+        "control_plane_steps": [TARGET],
         "workers_from": None,
-        "pools": [],
-        "steps": [
-            {
-                "index": 0,
-                "step_id": "x/a/00",
-                "component": "controlPlane",
-                "version": TARGET,
-                "from_version": "v1.32.9",
-            }
-        ],
+        "worker_steps": [],
+        "steps": [{"component": "controlPlane", "version": TARGET, "from_version": "v1.32.9"}],
     }
-    return {"calibration_id": "x", "target": TARGET, "stage": "s", "plan": {**base, **plan}}
+    run = {"plan": {**base, **plan}, "step_ids": ["x/a/00"]}
+    return {"calibration_id": "x", "target": TARGET, "stage": "s", "plan": run}
 
 
 @dataclass(frozen=True)
@@ -238,30 +234,20 @@ STARTS: list[Start] = [
     Start(
         "upgrade-step-unknown-field",
         "ClusterUpgrade",
-        _upgrade(steps=[{"index": 0, "step_id": "s", "component": "controlPlane", "bogus": 1}]),
-        "plan.steps[0]: unknown field(s) 'bogus'",
+        _upgrade(steps=[{"component": "controlPlane", "version": TARGET, "bogus": 1}]),
+        "plan.plan.steps[0]: unknown field(s) 'bogus'",
     ),
     Start(
         "upgrade-component-kubelet",
         "ClusterUpgrade",
-        _upgrade(
-            steps=[
-                {
-                    "index": 0,
-                    "step_id": "s",
-                    "component": "kubelet",
-                    "version": TARGET,
-                    "from_version": "v1.32.9",
-                }
-            ]
-        ),
+        _upgrade(steps=[{"component": "kubelet", "version": TARGET, "from_version": "v1.32.9"}]),
         "component",
     ),
     Start(
         "upgrade-from-version-bad",
         "ClusterUpgrade",
         _upgrade(control_plane_from="1.x"),
-        "plan.control_plane_from",
+        "plan: control_plane_from: invalid Kubernetes version '1.x'",
     ),
 ]
 

@@ -46,7 +46,6 @@ from orchestrator.kube.backend.port import (
     PlacementDecisionInfo,
     PlacementWrite,
     Progress,
-    TaintInfo,
     UsageRead,
 )
 
@@ -244,7 +243,7 @@ class InMemoryFleet:
                 )
                 for name, p in c.pools.items()
             ),
-            taints=tuple(TaintInfo(t.key, t.effect, t.value, t.time_added or "") for t in c.taints),
+            taints=c.taints,
             topology=c.base.topology,
         )
 

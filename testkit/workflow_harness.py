@@ -27,6 +27,8 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
+from orchestrator.domain.upgradeplan import ClusterPlan, PlanStep
+from orchestrator.domain.versions import KubeVersion
 from testkit.fake_backend import InMemoryFleet
 from workflows import search_attributes
 from workflows.client import register_search_attributes, start_calibration, status
@@ -35,8 +37,10 @@ from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
     CalibrationProgress,
+    ClusterRun,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 TIME_SKIPPING = "time-skipping"
@@ -160,6 +164,7 @@ class Harness:
             env = await WorkflowEnvironment.start_time_skipping(
                 test_server_existing_path=self.binary,
                 test_server_startup_timeout=SERVER_STARTUP,
+                data_converter=DATA_CONVERTER,
                 **options,
             )
             await register_search_attributes(env.client)
@@ -168,6 +173,7 @@ class Harness:
                 dev_server_existing_path=self.binary,
                 search_attributes=search_attributes.ALL,
                 dev_server_startup_timeout=SERVER_STARTUP,
+                data_converter=DATA_CONVERTER,
                 **options,
             )
         try:
@@ -232,6 +238,21 @@ def snapshot(
             "workloads": list(workloads),
         }
     )
+
+
+def one_step_run(name: str = "a", namespace: str = "", step_id: str = "x/a/00") -> ClusterRun:
+    """A child's plan with one control-plane step from v1.32.9 to v1.33.5 (for direct starts)."""
+    v1_32, v1_33 = KubeVersion.parse("v1.32.9"), KubeVersion.parse("v1.33.5")
+    plan = ClusterPlan(
+        cluster=name,
+        target=v1_33,
+        control_plane_from=v1_32,
+        control_plane_steps=(v1_33,),
+        workers_from=None,
+        worker_steps=(),
+        steps=(PlanStep("controlPlane", v1_33, v1_32),),
+    )
+    return ClusterRun(plan, namespace, (step_id,))
 
 
 def in_memory(*clusters: dict[str, Any], **kwargs: Any) -> InMemoryFleet:

@@ -37,6 +37,7 @@ from temporalio.service import TLSConfig
 
 from orchestrator.domain.errors import InputError
 from workflows.connection_flags import FROM_ENVIRONMENT, ConnectionFlags
+from workflows.payloads import DATA_CONVERTER
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
@@ -60,11 +61,12 @@ class Connection:
     profile: str = DEFAULT_PROFILE
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``temporalio.client.Client.connect``."""
+        """Keyword arguments of ``temporalio.client.Client.connect``, our data converter included."""
         kwargs: dict[str, Any] = {
             "target_host": self.address,
             "namespace": self.namespace,
             "tls": self.tls,
+            "data_converter": DATA_CONVERTER,
         }
         if self.api_key is not None:
             kwargs["api_key"] = self.api_key

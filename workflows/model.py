@@ -4,10 +4,11 @@ Why a separate module of frozen dataclasses:
 
 * one dataclass per call (Temporal convention) lets fields be added later without breaking
   running workflows or histories: new fields get defaults, old payloads still decode;
-* payloads hold strings, numbers and tuples (versions as ``v1.33.5`` text, times as aware
-  datetimes), so the JSON in history is readable in the UI; domain types the SDK's JSON carries
-  as they are (only strings, numbers and tuples inside: ``Stage``, ``Group``,
-  ``MaintenanceWindow``) are the payload themselves, never copied into look-alike classes (see
+* payloads hold strings, numbers, tuples and domain types (versions as ``v1.33.5`` text through
+  ``workflows.payloads``' converter, times as aware datetimes), so the JSON in history is
+  readable in the UI; the domain plan (``CalibrationPlan``, ``ClusterPlan``, ``PlanStep``,
+  ``Stage``, ``MaintenanceWindow``, ``Finding``) is the payload itself, never copied into
+  look-alike classes: the classes here add only what a run knows and planning does not (see
   docs/decisions.md, "One plan model");
 * secrets never appear here: clusters are named by ``name`` (+ ``namespace``), and the backend
   finds credentials itself.
@@ -20,9 +21,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from orchestrator.domain.upgradeplan import describe_step
-from orchestrator.domain.waves import MaintenanceWindow, Stage
+from orchestrator.domain.compatibility import Finding
+from orchestrator.domain.upgradeplan import ClusterPlan, PlanStep
+from orchestrator.domain.versions import KubeVersion
+from orchestrator.domain.waves import MaintenanceWindow
 from orchestrator.kube.backend.port import ClusterRef
+from orchestrator.planning import CalibrationPlan
 
 Component = Literal["controlPlane", "workers"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -150,16 +154,8 @@ class CalibrationOptions:
 
 
 @dataclass(frozen=True)
-class PoolVersion:
-    """A MachineDeployment and a version (its expected "from" version in a worker step)."""
-
-    name: str
-    version: str
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """One planned patch, in canonical execution order.
+class RunStep:
+    """A planned step with its place and id in the run (``ClusterRun.run_steps``; no payload).
 
     ``step_id`` is stable for a calibration (``<calibration>/<cluster>/<index>-<component>-<version>``)
     and travels with every activity of the step, so the backend can recognise a step it applied.
@@ -167,65 +163,84 @@ class StepPlan:
 
     index: int
     step_id: str
-    component: Component
-    version: str
-    from_version: str  # control plane: its version before the step; workers: the oldest pool's
-    pools: tuple[PoolVersion, ...] = ()  # workers only: each pool with its expected from-version
+    step: PlanStep
 
     def describe(self) -> str:
         """``controlPlane -> v1.33.5`` / ``workers md-0,md-1 -> v1.33.5`` (the domain's spelling)."""
-        return describe_step(self.component, self.version, [p.name for p in self.pools])
+        return self.step.describe()
 
 
 @dataclass(frozen=True)
-class ClusterUpgradePlan:
-    """Everything a ClusterUpgrade child needs about its cluster."""
+class ClusterRun:
+    """One cluster's domain plan as a calibration runs it: all a ClusterUpgrade child needs.
 
-    cluster: ClusterRef
-    control_plane_from: str
-    workers_from: str | None
-    pools: tuple[PoolVersion, ...]
-    steps: tuple[StepPlan, ...]
-    topology: bool = True
-    blocked: bool = False
-    reasons: tuple[str, ...] = ()
+    ``plan`` is planning's ``ClusterPlan`` as it is (steps with their from-versions, the pools
+    and topology the preflight expects, blocks). Beside it only what the cluster's plan cannot
+    know: its namespace, the step ids (they hold the calibration id), the window the rollout
+    gave it, and the gates before each patch (``usage_gate``): "block" or "warn", the strategy's
+    ``observedUsage`` and ``unsatisfiableDisruptionBudgets`` (``Rollout``).
+    """
+
+    plan: ClusterPlan
+    namespace: str = ""
+    step_ids: tuple[str, ...] = ()
     window: MaintenanceWindow | None = None
-    # The gates before each patch (``usage_gate``): "block" or "warn", the strategy's
-    # ``observedUsage`` and ``unsatisfiableDisruptionBudgets`` (``Rollout``), carried per cluster
-    # so a child needs nothing else; plans stored before these fields decode as "block".
     on_observed_usage: str = "block"
     on_disruption_blocker: str = "block"
 
+    @property
+    def cluster(self) -> ClusterRef:
+        """The cluster's address for the backend."""
+        return ClusterRef(self.plan.cluster, self.namespace)
+
+    def run_steps(self) -> tuple[RunStep, ...]:
+        """The steps in execution order, each with its index and id."""
+        return tuple(
+            RunStep(i, sid, step)
+            for i, (step, sid) in enumerate(zip(self.plan.steps, self.step_ids, strict=True))
+        )
+
 
 @dataclass(frozen=True)
-class FleetPlan:
-    """The calibration plan as the workflow runs it (``orchestrator.planning`` converted)."""
+class CalibrationRun:
+    """The stored plan: planning's ``CalibrationPlan`` and what only this calibration knows.
 
-    target: str
-    clusters: tuple[ClusterUpgradePlan, ...]
-    stages: tuple[Stage, ...]  # the domain rollout's stages as they are
-    unassigned: tuple[str, ...] = ()
-    max_failures: int = 0
-    # The calibration that owns the stored plan: it makes the digest unique per calibration, so
-    # the calibration may delete its plan when it ends without breaking another one's.
+    ``calibration_id`` owns the stored plan (it makes the digest unique per calibration, so the
+    calibration may delete its plan when it ends without breaking another one's) and is part of
+    every step id; ``namespaces`` address the clusters. The findings themselves are not stored
+    (``plan.findings`` is empty: at fleet scale they are megabytes, and they are what
+    ``calibrator check`` shows); the run acts on them through each cluster's block and through
+    placement, and keeps their counts by action (``CalibrationPlan.finding_actions``).
+    """
+
+    plan: CalibrationPlan
     calibration_id: str = ""
-    # Compatibility findings by action (``CalibrationPlan.finding_actions``): the run acts on
-    # them through each cluster's block and through placement, so it keeps only the counts (the
-    # findings themselves are what ``calibrator check`` shows). Plans stored before this field
-    # held a ``findings`` list, which decoding ignores.
+    namespaces: dict[str, str] = field(default_factory=dict)
     finding_actions: dict[str, int] = field(default_factory=dict)
 
-    def cluster(self, name: str) -> ClusterUpgradePlan:
-        """The plan of one cluster (KeyError if unknown)."""
-        for plan in self.clusters:
-            if plan.cluster.name == name:
-                return plan
+    def cluster_run(self, cplan: ClusterPlan) -> ClusterRun:
+        """One cluster of the plan as its child runs it."""
+        rollout = self.plan.rollout
+        return ClusterRun(
+            plan=cplan,
+            namespace=self.namespaces.get(cplan.cluster, ""),
+            step_ids=cplan.step_ids(self.calibration_id),
+            window=self.plan.window_for(cplan.cluster),
+            on_observed_usage=rollout.observed_usage,
+            on_disruption_blocker=rollout.unsatisfiable_disruption_budgets,
+        )
+
+    def cluster(self, name: str) -> ClusterRun:
+        """The run of one cluster (KeyError if unknown)."""
+        for cplan in self.plan.clusters:
+            if cplan.cluster == name:
+                return self.cluster_run(cplan)
         raise KeyError(name)
 
 
 @dataclass(frozen=True)
 class PlanRef:
-    """A FleetPlan stored out of history: SHA-256 of its JSON (content address) and its size.
+    """A CalibrationRun stored out of history: SHA-256 of its JSON (content address) and its size.
 
     The stored document is immutable (a new plan is a new digest), so the digest recorded in
     history pins exactly what a replay or a retried activity reads.
@@ -366,7 +381,7 @@ class PreflightInput:
     calibration_id: str
     cluster: ClusterRef
     control_plane_from: str
-    pools: tuple[PoolVersion, ...]
+    pools: tuple[tuple[str, KubeVersion], ...]  # each MachineDeployment and its version
     planned_versions: tuple[str, ...]  # control-plane versions of the plan (resuming is legal)
 
 
@@ -460,7 +475,7 @@ class PatchWorkersInput:
     step_id: str
     cluster: ClusterRef
     to_version: str
-    pools: tuple[PoolVersion, ...]
+    pools: tuple[tuple[str, KubeVersion], ...]  # each pool and its version before the step
     on_disruption_blocker: str = "block"  # the gate before the patch (``usage_gate.drain_gate``)
 
 
@@ -555,16 +570,6 @@ class CheckInput:
 
 
 @dataclass(frozen=True)
-class FindingInfo:
-    """A workload on the cluster that uses an API the version no longer serves."""
-
-    workload: str
-    api: str
-    removed_in: str
-    replacement: str = ""
-
-
-@dataclass(frozen=True)
 class CheckResult:
     """Findings (empty = compatible); ``observed``: what the cluster itself was seen using.
 
@@ -573,7 +578,7 @@ class CheckResult:
     record on the Cluster current and tell the operator.
     """
 
-    findings: tuple[FindingInfo, ...] = ()
+    findings: tuple[Finding, ...] = ()  # declared: a workload on the cluster that uses a gone API
     observed: tuple[str, ...] = ()
 
 
@@ -727,7 +732,7 @@ class ClusterUpgradeInput:
     calibration_id: str
     target: str
     stage: str
-    plan: ClusterUpgradePlan | None = None  # given directly, or read from ``plan_ref``
+    plan: ClusterRun | None = None  # given directly, or read from ``plan_ref``
     options: CalibrationOptions = CalibrationOptions()
     plan_ref: PlanRef | None = None
     cluster: str = ""  # the cluster to read from ``plan_ref``
@@ -836,7 +841,13 @@ class EvaluateInput:
 
 @dataclass(frozen=True)
 class ViolationInfo:
-    """One violating cluster, for people: its state, goal, broken rules and the first reason."""
+    """One violating cluster, for people: its state, goal, broken rules and the first reason.
+
+    Not a copy of the domain's ``ClusterVerdict``: a line rendered from it (``state()``, the
+    rules' messages joined with why it is unfixable or busy), bounded to ``SAMPLE_LIMIT`` per
+    report. Its fields are what ``calibrator schedule describe`` shows of the last result, in
+    its table and its JSON, and what recorded ContinuousCalibration histories hold.
+    """
 
     cluster: str
     state: str  # due | deferred | busy | unfixable

@@ -22,6 +22,14 @@ What is checked after decoding (versions, bounds, strategy documents) is
 ``workflows.validation``'s job. Activity results and the parent/child ``ClusterReport`` signal
 keep the SDK's lenient decoding: they are our own payloads, and a field removed in a later
 version must still replay from old histories.
+
+Domain types are payloads as they are (docs/decisions.md, "One plan model"), so the same
+converter also spells a ``KubeVersion`` as its text (``"v1.33.5"``, never its fields), in both
+directions, and reads the JSON that payloads had before they were domain types
+(``LEGACY_SHAPES``: a decoder that rewrites an old document into today's shape). Every place
+that encodes or decodes a payload uses it: the worker (``strict_client``), every client
+(``DATA_CONVERTER`` through ``Connection.connect_kwargs``), the stored plan, the tests and the
+replayer. One place with the SDK's default would write a version as a dict, silently.
 """
 
 from __future__ import annotations
@@ -30,12 +38,14 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.converter import (
+    AdvancedJSONEncoder,
     CompositePayloadConverter,
+    DataConverter,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
     JSONTypeConverter,
@@ -43,17 +53,22 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.compatibility import Finding
 from orchestrator.domain.documents import quote
+from orchestrator.domain.versions import KubeVersion
 from workflows.model import (
     AbortRequest,
     ApproveRequest,
     CalibrationInput,
+    CalibrationRun,
     ClusterCommand,
+    ClusterRun,
     ClusterUpgradeInput,
-    ClusterUpgradePlan,
     ContinuousInput,
     Decision,
+    PatchWorkersInput,
     PauseRequest,
+    PreflightInput,
     ResumeRequest,
     RetryRequest,
     SkipRequest,
@@ -78,7 +93,183 @@ STRICT_TYPES = frozenset(INPUT_TYPES + REQUEST_TYPES)
 # the continued run, so unknown fields are not looked for below these (types still are). A
 # child's inline plan is checked strictly except its window: windows written before the payload's
 # window became the domain ``MaintenanceWindow`` carry a ``description`` it no longer has.
-OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterUpgradePlan, "window")})
+OWN_FIELDS = frozenset({(CalibrationInput, "checkpoint"), (ClusterRun, "window")})
+
+
+def _finding_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A check's finding as the workflow payload spelled it before it was the domain ``Finding``.
+
+    It named no cluster and no version: the version becomes the first release without the API
+    (``removed_in``, ``"1.32"``), the cluster is unnamed. The run reads only workload, API and
+    removal from a finding, so a result recorded then replays and reads the same.
+    """
+    if "version" in doc:
+        return None
+    return {
+        "cluster": "",
+        "version": f"v{doc.get('removed_in', '0.0')}.0",
+        "replacement": "",
+        **doc,
+    }
+
+
+def _pairs(pools: Any) -> list[Any]:
+    """Pools as ``[name, version]`` pairs; before, each was a ``{name, version}`` object."""
+    return [[p.get("name"), p.get("version")] if isinstance(p, Mapping) else p for p in pools or ()]
+
+
+def _pools_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An activity input whose ``pools`` were ``{name, version}`` objects (``PoolVersion``)."""
+    pools = doc.get("pools")
+    if not isinstance(pools, list) or not any(isinstance(p, Mapping) for p in pools):
+        return None
+    return {**doc, "pools": _pairs(pools)}
+
+
+def _cluster_plan_v1(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The domain ``ClusterPlan`` of an old ``ClusterUpgradePlan`` document.
+
+    The old document said per step what the domain plan says, with the versions as text; the
+    plan's control-plane and worker versions are its steps' versions, and its target the last
+    one (or where it starts, when it has no step). Unknown fields of a step stay, so a strict
+    decoder still names them.
+    """
+    steps = [s for s in doc.get("steps") or () if isinstance(s, Mapping)]
+    cluster = doc.get("cluster")
+    keep = {"index", "step_id", "pools"}
+
+    def versions(component: str) -> list[Any]:
+        return [s.get("version") for s in steps if s.get("component") == component]
+
+    return {
+        "cluster": cluster.get("name") if isinstance(cluster, Mapping) else cluster,
+        "target": steps[-1].get("version") if steps else doc.get("control_plane_from"),
+        "control_plane_from": doc.get("control_plane_from"),
+        "control_plane_steps": versions("controlPlane"),
+        "workers_from": doc.get("workers_from"),
+        "worker_steps": versions("workers"),
+        "steps": [
+            {
+                **{k: v for k, v in s.items() if k not in keep},
+                "pools": [p[0] for p in _pairs(s.get("pools"))],
+                "pools_from": _pairs(s.get("pools")),
+            }
+            for s in steps
+        ],
+        "blocked": doc.get("blocked", False),
+        "reasons": doc.get("reasons", []),
+        "pools_from": _pairs(doc.get("pools")),
+        "topology": doc.get("topology", True),
+    }
+
+
+def _cluster_run_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A ``ClusterRun`` from an old ``ClusterUpgradePlan``: a child's inline plan or its read.
+
+    Recorded histories hold this shape (the ``cluster_plan`` result, a child's input).
+    """
+    if "plan" in doc:
+        return None
+    cluster = doc.get("cluster")
+    return {
+        "plan": _cluster_plan_v1(doc),
+        "namespace": cluster.get("namespace", "") if isinstance(cluster, Mapping) else "",
+        "step_ids": [s.get("step_id") for s in doc.get("steps") or () if isinstance(s, Mapping)],
+        "window": doc.get("window"),
+        "on_observed_usage": doc.get("on_observed_usage", "block"),
+        "on_disruption_blocker": doc.get("on_disruption_blocker", "block"),
+    }
+
+
+def _calibration_run_v1(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A ``CalibrationRun`` from an old ``FleetPlan``: a plan stored before it was the domain's.
+
+    The old document kept per cluster what the rollout keeps once (its window, the gates), and
+    the findings as counts only (older ones as a list, which is dropped).
+    """
+    if "plan" in doc:
+        return None
+    clusters = [c for c in doc.get("clusters") or () if isinstance(c, Mapping)]
+    names = [_cluster_plan_v1(c)["cluster"] for c in clusters]
+    first = clusters[0] if clusters else {}
+    return {
+        "plan": {
+            "target": doc.get("target"),
+            "clusters": [_cluster_plan_v1(c) for c in clusters],
+            "findings": [],
+            "rollout": {
+                "stages": doc.get("stages", []),
+                "unassigned": doc.get("unassigned", []),
+                "windows": {
+                    n: c["window"] for n, c in zip(names, clusters, strict=True) if c.get("window")
+                },
+                "max_failures": doc.get("max_failures", 0),
+                "observed_usage": first.get("on_observed_usage", "block"),
+                "unsatisfiable_disruption_budgets": first.get("on_disruption_blocker", "block"),
+            },
+        },
+        "calibration_id": doc.get("calibration_id", ""),
+        "namespaces": {
+            n: c["cluster"].get("namespace", "")
+            for n, c in zip(names, clusters, strict=True)
+            if isinstance(c.get("cluster"), Mapping)
+        },
+        "finding_actions": doc.get("finding_actions", {}),
+    }
+
+
+# Type -> rewrite of a document in an older shape into today's (None: already today's shape).
+LEGACY_SHAPES: dict[type, Callable[[Mapping[str, Any]], Mapping[str, Any] | None]] = {
+    Finding: _finding_v1,
+    ClusterRun: _cluster_run_v1,
+    CalibrationRun: _calibration_run_v1,
+    PreflightInput: _pools_v1,
+    PatchWorkersInput: _pools_v1,
+}
+
+
+def current_shape(hint: Any, value: Any) -> Any:
+    """``value`` rewritten from an older shape of ``hint`` when it is one; else as it is."""
+    legacy = LEGACY_SHAPES.get(hint) if isinstance(value, Mapping) else None
+    rewritten = None if legacy is None else legacy(value)
+    return value if rewritten is None else rewritten
+
+
+class DomainTypes(JSONTypeConverter):
+    """``KubeVersion`` from its text, and older payload shapes rewritten (``LEGACY_SHAPES``)."""
+
+    def to_typed_value(self, hint: type, value: Any) -> Any:
+        """The decoded value, or ``Unhandled`` to let the SDK decode it."""
+        if hint is KubeVersion:
+            if not isinstance(value, str):
+                raise TypeError(f"expected a version string, got {quote(value)}")
+            return KubeVersion.parse(value)
+        rewritten = current_shape(hint, value)
+        if rewritten is value:
+            return JSONTypeConverter.Unhandled
+        return value_to_type(hint, rewritten, CONVERTERS)
+
+
+CONVERTERS: tuple[JSONTypeConverter, ...] = (DomainTypes(),)
+
+
+class PayloadEncoder(AdvancedJSONEncoder):
+    """The SDK's JSON encoder, with a ``KubeVersion`` as its text at any depth.
+
+    The SDK's encoder turns a dataclass into a dict with ``dataclasses.asdict``, which recurses
+    itself and never shows a nested version to ``default``; this one encodes one level at a time
+    (the same fields, in the same order), so every nested value comes back here.
+    """
+
+    def default(self, o: Any) -> Any:
+        """JSON-ready form of ``o`` (see ``json.JSONEncoder.default``)."""
+        if isinstance(o, KubeVersion):
+            return str(o)
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+        if isinstance(o, Mapping):
+            return dict(o)
+        return super().default(o)
 
 
 def _invalid(hint: type, message: str) -> ApplicationError:
@@ -100,6 +291,7 @@ def _dataclasses_in(hint: Any) -> list[type]:
 
 def unknown_fields(hint: type, value: object, where: str) -> str | None:
     """The first unknown field at any dataclass level of ``value``, as ``where.path``; or None."""
+    value = current_shape(hint, value)
     if not isinstance(value, Mapping):
         return None  # value_to_type names the wrong type
     fields = {f.name for f in dataclasses.fields(hint)}
@@ -149,7 +341,7 @@ def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
         if raw is None or not nested or isinstance(raw, list):
             continue
         try:
-            value_to_type(nested[0], raw)
+            value_to_type(nested[0], raw, CONVERTERS)
         except Exception as err:  # any conversion error is the answer
             inner = _nested_reason(nested[0], raw) if isinstance(raw, Mapping) else None
             return f"{name}: {inner or _reasons(err)}"
@@ -157,7 +349,7 @@ def _nested_reason(hint: type, value: Mapping[str, Any]) -> str | None:
 
 
 class StrictTypes(JSONTypeConverter):
-    """Decode ``STRICT_TYPES`` strictly; leave every other type to the SDK."""
+    """Decode ``STRICT_TYPES`` strictly; leave every other type to ``DomainTypes`` and the SDK."""
 
     def to_typed_value(self, hint: type, value: Any) -> Any:
         """The decoded value, ``Unhandled`` for other types, or a non-retryable InvalidInput."""
@@ -171,23 +363,31 @@ class StrictTypes(JSONTypeConverter):
         if problem is not None:
             raise _invalid(hint, problem)
         try:
-            return value_to_type(hint, value)  # nested types: the SDK's rules, no recursion here
+            return value_to_type(hint, value, CONVERTERS)  # nested: the SDK's rules, no recursion
         except Exception as err:
             raise _invalid(hint, _nested_reason(hint, value) or _reasons(err)) from None
 
 
 class StrictPayloadConverter(CompositePayloadConverter):
-    """The SDK's default converters, with JSON decoding our client-facing types strictly."""
+    """The SDK's default converters, with our JSON: versions as text, client input strict."""
 
     def __init__(self) -> None:
         super().__init__(
             *(
-                JSONPlainPayloadConverter(custom_type_converters=[StrictTypes()])
+                JSONPlainPayloadConverter(
+                    encoder=PayloadEncoder, custom_type_converters=[StrictTypes(), *CONVERTERS]
+                )
                 if isinstance(c, JSONPlainPayloadConverter)
                 else c
                 for c in DefaultPayloadConverter.default_encoding_payload_converters
             )
         )
+
+
+DATA_CONVERTER = dataclasses.replace(
+    DataConverter.default, payload_converter_class=StrictPayloadConverter
+)
+"""The one data converter of every client, worker, test environment and replayer."""
 
 
 def strict_client(client: Client) -> Client:

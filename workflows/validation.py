@@ -141,20 +141,12 @@ def validate_cluster_upgrade_input(input: object) -> None:
         _text(input.cluster, "cluster")
         _options(input.options, "options")
         return
-    _text(plan.cluster.name, "plan.cluster.name")
-    _version(plan.control_plane_from, "plan.control_plane_from")
-    for i, step in enumerate(plan.steps):
-        where = f"plan.steps[{i}]"
-        if step.component not in ("controlPlane", "workers"):
-            _invalid(
-                f"{where}.component: expected controlPlane or workers, got {quote(step.component)}"
-            )
-        _text(step.step_id, f"{where}.step_id")
-        _version(step.version, f"{where}.version")
-        for j, pool in enumerate(step.pools):
-            _text(pool.name, f"{where}.pools[{j}].name")
-            _version(pool.version, f"{where}.pools[{j}].version")
-    for j, pool in enumerate(plan.pools):
-        _text(pool.name, f"plan.pools[{j}].name")
-        _version(pool.version, f"plan.pools[{j}].version")
+    # Versions, components and pools are typed: decoding read them (``workflows.payloads``).
+    _text(plan.plan.cluster, "plan.plan.cluster")
+    if len(plan.step_ids) != len(plan.plan.steps):
+        _invalid(
+            f"plan.step_ids: {len(plan.step_ids)} id(s) for {len(plan.plan.steps)} planned step(s)"
+        )
+    for i, step_id in enumerate(plan.step_ids):
+        _text(step_id, f"plan.step_ids[{i}]")
     _options(input.options, "options")

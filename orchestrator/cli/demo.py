@@ -233,6 +233,7 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
     from orchestrator.kube.client import api_client, dynamic
     from workflows.client import register_search_attributes, start_calibration
     from workflows.model import CalibrationInput
+    from workflows.payloads import DATA_CONVERTER
     from workflows.worker import build_worker
 
     log = plane.state_dir / "temporal-dev.log"
@@ -254,6 +255,7 @@ def _run(con: Console, plane: Any, telemetry: Any, *, hold: bool, ui_port: int) 
             client = await Client.connect(
                 address,
                 namespace="default",
+                data_converter=DATA_CONVERTER,
                 runtime=telemetry.runtime,
                 interceptors=telemetry.interceptors,
             )

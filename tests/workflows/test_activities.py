@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import ClusterRef
 from testkit.fake_backend import InMemoryFleet
 from testkit.workflow_harness import cluster, in_memory, strategy
@@ -25,7 +26,6 @@ from workflows.model import (
     PlacementProgress,
     PlanInput,
     PlanRef,
-    PoolVersion,
     PreflightInput,
     ReplaceInput,
     TaintInput,
@@ -36,6 +36,7 @@ from workflows.model import (
 )
 
 REF = ClusterRef("a")
+V = KubeVersion.parse
 
 
 def run(coro: Any) -> Any:
@@ -65,7 +66,7 @@ def test_patch_workers_skips_pools_already_moved() -> None:
     fleet = in_memory(cluster("a", "v1.33.5", workers="v1.32.9", pools=("md-0", "md-1")))
     a = acts(fleet)
     env = ActivityEnvironment()
-    pools = (PoolVersion("md-0", "v1.32.9"), PoolVersion("md-1", "v1.32.9"))
+    pools = (("md-0", V("v1.32.9")), ("md-1", V("v1.32.9")))
     run(env.run(a.patch_workers, PatchWorkersInput("s", REF, "v1.33.5", pools[:1])))
     result = run(env.run(a.patch_workers, PatchWorkersInput("s", REF, "v1.33.5", pools)))
     assert result.applied == ("md-1",) and result.already == ("md-0",)
@@ -108,9 +109,7 @@ def test_preflight_reports_every_problem() -> None:
     result = run(
         ActivityEnvironment().run(
             a.preflight,
-            PreflightInput(
-                "mine", REF, "v1.31.13", (PoolVersion("md-9", "v1.31.13"),), ("v1.32.9",)
-            ),
+            PreflightInput("mine", REF, "v1.31.13", (("md-9", V("v1.31.13")),), ("v1.32.9",)),
         )
     )
     assert not result.ok
@@ -156,18 +155,19 @@ def test_plan_conversion_adds_step_ids_from_versions_and_canary_gate() -> None:
     plan = plan_from_input(
         PlanInput("cal-1", "v1.33.5", snapshot_to_mapping(snapshot), doc, None, {"m": "ns"})
     )
-    assert [s.name for s in plan.stages] == ["canary", "rest"]
-    assert [s.approval for s in plan.stages] == [False, True]  # approvalAfter gates the next
-    assert plan.max_failures == 2
+    stages = plan.plan.rollout.stages
+    assert [s.name for s in stages] == ["canary", "rest"]
+    assert [s.approval for s in stages] == [False, True]  # approvalAfter gates the next
+    assert plan.plan.rollout.max_failures == 2
     m = plan.cluster("m")
     assert m.cluster == ClusterRef("m", "ns")
-    assert [(s.component, s.from_version, s.version) for s in m.steps] == [
+    assert [(s.component, str(s.from_version), str(s.version)) for s in m.plan.steps] == [
         ("controlPlane", "v1.31.13", "v1.32.9"),
         ("controlPlane", "v1.32.9", "v1.33.5"),
         ("workers", "v1.31.13", "v1.33.5"),
     ]
-    assert m.steps[2].pools == (PoolVersion("md-0", "v1.31.13"), PoolVersion("md-1", "v1.31.13"))
-    assert m.steps[0].step_id == "cal-1/m/00-controlPlane-v1.32.9"
+    assert m.plan.steps[2].pools_from == (("md-0", V("v1.31.13")), ("md-1", V("v1.31.13")))
+    assert m.step_ids[0] == "cal-1/m/00-controlPlane-v1.32.9"
     with pytest.raises(ApplicationError) as err:
         run(
             ActivityEnvironment().run(
@@ -207,7 +207,7 @@ def test_stored_plan_is_summarized_read_back_in_slices_and_located() -> None:
     assert part.members[0].steps[:2] == ("controlPlane -> v1.32.9", "controlPlane -> v1.33.5")
     assert part.members[0].step_ids[0] == "cal/a/00-controlPlane-v1.32.9"
     plan = run(env.run(cold.cluster_plan, ClusterPlanInput(summary.plan, "a")))
-    assert plan.cluster.name == "a" and len(plan.steps) == len(part.members[0].steps)
+    assert plan.cluster.name == "a" and len(plan.plan.steps) == len(part.members[0].steps)
     assert fleet.blob_reads == 1  # decoded once per worker, then cached by digest
     where = run(env.run(cold.locate_cluster, LocateInput(summary.plan, "c")))
     assert (where.found, where.stage, where.wave, where.state) == (True, 1, 2, "Pending")

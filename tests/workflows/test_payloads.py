@@ -14,39 +14,32 @@ import pytest
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.kube.backend.port import ClusterRef
-from testkit.workflow_harness import FAST
+from orchestrator.domain.compatibility import Finding
+from orchestrator.domain.versions import KubeVersion
+from testkit.workflow_harness import FAST, one_step_run
 from workflows.model import (
     AbortRequest,
     ApproveRequest,
     CalibrationCheckpoint,
     CalibrationInput,
     CalibrationProgress,
+    CheckResult,
     ClusterCommand,
     ClusterUpgradeInput,
-    ClusterUpgradePlan,
     ContinuousInput,
     Decision,
     PauseRequest,
     Phase,
     PlanRef,
-    PoolVersion,
     ResumeRequest,
     RetryRequest,
     ScopeRef,
     SkipRequest,
-    StepPlan,
 )
-from workflows.payloads import STRICT_TYPES, StrictPayloadConverter
+from workflows.payloads import DATA_CONVERTER, STRICT_TYPES, StrictPayloadConverter
 
 STRICT = StrictPayloadConverter()
-PLAN = ClusterUpgradePlan(
-    cluster=ClusterRef("a", "ns"),
-    control_plane_from="v1.32.9",
-    workers_from="v1.32.9",
-    pools=(PoolVersion("md-0", "v1.32.9"),),
-    steps=(StepPlan(0, "x/a/00", "controlPlane", "v1.33.5", "v1.32.9"),),
-)
+PLAN = one_step_run(namespace="ns")
 GOOD: list[object] = [
     CalibrationInput(
         "v1.33.5",
@@ -71,7 +64,7 @@ GOOD: list[object] = [
 
 
 def _raw(value: object) -> Any:
-    return DataConverter.default.payload_converter.to_payloads([value])
+    return DATA_CONVERTER.payload_converter.to_payloads([value])
 
 
 @pytest.mark.parametrize("value", GOOD, ids=[type(v).__name__ for v in GOOD])
@@ -106,9 +99,32 @@ BAD: list[tuple[type, object, str]] = [
             "calibration_id": "x",
             "target": "v1",
             "stage": "s",
-            "plan": {**json.loads(_raw(PLAN)[0].data), "cluster": {"name": "a", "nmespace": "n"}},
+            "plan": {**json.loads(_raw(PLAN)[0].data), "nmespace": "n"},
         },
-        "ClusterUpgradeInput.plan.cluster: unknown field(s) 'nmespace'",
+        "ClusterUpgradeInput.plan: unknown field(s) 'nmespace'",
+    ),
+    (
+        ClusterUpgradeInput,
+        {
+            "calibration_id": "x",
+            "target": "v1",
+            "stage": "s",
+            "plan": {"cluster": {"name": "a"}, "steps": [{"component": "workers", "bogus": 1}]},
+        },
+        "plan.steps[0]: unknown field(s) 'bogus'",  # an old-shaped plan: named as it was sent
+    ),
+    (
+        ClusterUpgradeInput,
+        {
+            "calibration_id": "x",
+            "target": "v1",
+            "stage": "s",
+            "plan": {
+                **json.loads(_raw(PLAN)[0].data),
+                "plan": {**json.loads(_raw(PLAN.plan)[0].data), "control_plane_from": "1.x"},
+            },
+        },
+        "control_plane_from: invalid Kubernetes version '1.x'",
     ),
     (ContinuousInput, {"policy": "x"}, "policy: Expected"),
     (Decision, {"action": "explode"}, "action: Value explode not in literal values"),
@@ -132,3 +148,32 @@ def test_other_types_keep_the_sdks_lenient_decoding() -> None:
     """Activity results are our own payloads: a field a later version dropped is ignored."""
     raw = {"digest": "d", "size": 1, "dropped_later": 1}
     assert STRICT.from_payloads(_raw(raw), [PlanRef]) == [PlanRef("d", 1)]
+
+
+def test_a_version_is_its_text_in_json_at_any_depth_and_decodes_back() -> None:
+    finding = Finding(
+        "a", "w", "extensions/v1beta1", "1.22", "apps/v1", KubeVersion.parse("v1.22.3")
+    )
+    (payload,) = _raw(CheckResult((finding,), ("seen",)))
+    assert json.loads(payload.data)["findings"][0]["version"] == "v1.22.3"
+    assert STRICT.from_payloads([payload], [CheckResult]) == [CheckResult((finding,), ("seen",))]
+
+
+def test_a_finding_recorded_before_it_was_the_domain_finding_still_decodes() -> None:
+    """Histories hold check results whose findings had only workload, api and removal."""
+    old = {"findings": [{"workload": "w", "api": "batch/v1beta1", "removed_in": "1.25"}]}
+    (result,) = STRICT.from_payloads(_raw(old), [CheckResult])
+    (finding,) = result.findings
+    assert (finding.workload, finding.api, finding.removed_in) == ("w", "batch/v1beta1", "1.25")
+    assert finding.version == KubeVersion.parse("v1.25.0")
+
+
+def test_a_version_written_by_the_sdks_default_converter_is_refused_not_misread() -> None:
+    """A client that missed our converter writes a version as its fields: one clear error."""
+    sent = ClusterUpgradeInput("x", "v1.33.5", "s", PLAN, FAST)
+    with pytest.raises(ApplicationError) as err:
+        STRICT.from_payloads(
+            DataConverter.default.payload_converter.to_payloads([sent]), [type(sent)]
+        )
+    assert err.value.type == "InvalidInput"
+    assert "control_plane_from: expected a version string" in err.value.message

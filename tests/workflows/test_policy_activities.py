@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -17,6 +16,7 @@ from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import INVALID_INPUT, NOT_FOUND, CalibrationActivities
 from workflows.activities.plan_payload import encode_scope
 from workflows.model import SAMPLE_LIMIT, EvaluateInput, PlanInput, ScopeRef
+from workflows.payloads import DATA_CONVERTER
 
 NOW = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)
 POLICY: dict[str, Any] = {"kind": "CalibrationPolicy", "rules": {"maxMinorsBehind": 0}}
@@ -41,7 +41,7 @@ def test_the_report_stays_bounded_at_ten_thousand_clusters() -> None:
     names = stored["clusters"]
     assert len(names) == 5_000 and names == sorted(names)
     assert hashlib.sha256(fleet.blobs[group.scope.digest]).hexdigest() == group.scope.digest
-    (payload,) = default_converter().payload_converter.to_payloads([report])
+    (payload,) = DATA_CONVERTER.payload_converter.to_payloads([report])
     assert len(payload.data) < 32 * 1024, len(payload.data)
 
 

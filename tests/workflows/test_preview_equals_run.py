@@ -1,19 +1,20 @@
-"""The preview is the run: `calibrator plan -o json` and the workflow's FleetPlan agree.
+"""The preview is the run: `calibrator plan -o json` and the workflow's stored plan agree.
 
-Both come from ``plan_calibration``; the workflow payload is produced by ``fleet_plan`` in the plan
-activity. Before the domain rollout owned the approval gates, the conversion added the canary's
+Both come from ``plan_calibration``; the workflow payload (``CalibrationRun``) is the domain plan
+itself, made by ``calibration_run`` in the plan activity, and read back from its stored JSON. Before the domain rollout owned the approval gates, the conversion added the canary's
 ``approvalAfter`` gate on its own and the preview did not show it. This property runs both paths
 on generated fleets and strategies and compares everything the run obeys: gates, stage order,
 waves, concurrency, soak, windows, per-cluster steps and blocks.
 
-Since the payload's stages are the domain ``Stage`` and its windows the domain
-``MaintenanceWindow``, the comparison also covers cluster order, stage membership, group names,
+Since the payload is the domain ``CalibrationPlan`` (its findings kept as counts), the comparison
+also covers cluster order, stage membership, group names,
 the from-versions the run starts from (control plane, oldest pool, each moving pool of a step),
 step ids (the domain's ``step_ids``) and the compatibility verdicts (by action, and blocks).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -25,7 +26,7 @@ from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import load_strategy
 from orchestrator.planning import findings_to_json, plan_calibration, plan_to_json
-from workflows.activities.plan_payload import plan_from_input
+from workflows.activities.plan_payload import decode_plan, encode_plan, plan_from_input
 from workflows.model import PlanInput
 
 VERSIONS = ["v1.31.13", "v1.32.9", "v1.33.5", "v1.34.2", "v1.35.0"]
@@ -129,11 +130,15 @@ def test_plan_json_equals_what_the_workflow_runs(
     domain = plan_calibration(snapshot, target_version, load_strategy(yaml.safe_dump(strategy_doc)))
     preview = plan_to_json(domain)
     checked = findings_to_json(domain)
-    run = plan_from_input(PlanInput("cal", target, fleet, strategy_doc))
+    stored = plan_from_input(PlanInput("cal", target, fleet, strategy_doc))
+    run = decode_plan(encode_plan(stored)[1])  # what the activities read back
+    assert run == stored
+    assert run.plan == replace(domain, findings=())
+    plan, rollout = run.plan, run.plan.rollout
 
-    assert preview["target"] == run.target
-    assert preview["approvalGates"] == [s.name for s in run.stages if s.approval]
-    assert preview["maxFailures"] == run.max_failures == strategy_doc["maxFailures"]
+    assert preview["target"] == str(plan.target)
+    assert preview["approvalGates"] == [s.name for s in rollout.stages if s.approval]
+    assert preview["maxFailures"] == rollout.max_failures == strategy_doc["maxFailures"]
     assert [
         (
             s["name"],
@@ -153,21 +158,24 @@ def test_plan_json_equals_what_the_workflow_runs(
             format_duration(s.soak_seconds),
             s.approval,
         )
-        for s in run.stages
+        for s in rollout.stages
     ]
-    assert preview["waves"] == [list(w) for s in run.stages for w in s.waves()]
-    assert preview["unassigned"] == list(run.unassigned)
+    assert preview["waves"] == [list(w) for s in rollout.stages for w in s.waves()]
+    assert preview["unassigned"] == list(rollout.unassigned)
     assert [c["name"] for c in preview["clusters"]] == [  # type: ignore[attr-defined]
-        c.cluster.name for c in run.clusters
+        c.cluster for c in plan.clusters
     ]
-    stage_of = {n: s.name for s in run.stages for n in s.clusters}
+    stage_of = {n: s.name for s in rollout.stages for n in s.clusters}
     for shown in preview["clusters"]:  # type: ignore[attr-defined]
-        planned = run.cluster(shown["name"])
-        assert shown["stage"] == stage_of.get(planned.cluster.name)
+        cluster_run = run.cluster(shown["name"])
+        planned = cluster_run.plan
+        assert shown["stage"] == stage_of.get(planned.cluster)
         assert shown["blocked"] == planned.blocked
         assert shown["reasons"] == list(planned.reasons)
-        assert shown["controlPlane"]["from"] == planned.control_plane_from
-        assert shown["workers"]["from"] == planned.workers_from
+        assert shown["controlPlane"]["from"] == str(planned.control_plane_from)
+        assert shown["workers"]["from"] == (
+            None if planned.workers_from is None else str(planned.workers_from)
+        )
         assert [
             (
                 o["component"],
@@ -180,30 +188,30 @@ def test_plan_json_equals_what_the_workflow_runs(
         ] == [
             (
                 s.component,
-                s.from_version,
-                s.version,
-                [p.name for p in s.pools],
-                {p.name: p.version for p in s.pools},
+                str(s.from_version),
+                str(s.version),
+                [n for n, _ in s.pools_from],
+                {n: str(v) for n, v in s.pools_from},
             )
             for s in planned.steps
         ]
-        domain_plan = domain.plan_for(planned.cluster.name)
-        assert [s.step_id for s in planned.steps] == list(domain_plan.step_ids("cal"))
-        assert [s.describe() for s in planned.steps] == [s.describe() for s in domain_plan.steps]
-        assert [s.index for s in planned.steps] == list(range(len(planned.steps)))
+        steps = cluster_run.run_steps()
+        assert [s.step_id for s in steps] == list(planned.step_ids("cal"))
+        assert [s.index for s in steps] == list(range(len(planned.steps)))
         # The pools the run's preflight expects are the snapshot's, untouched by planning.
-        cluster = snapshot.cluster(planned.cluster.name)
-        assert [(p.name, p.version) for p in planned.pools] == [
+        cluster = snapshot.cluster(planned.cluster)
+        assert [(n, str(v)) for n, v in planned.pools_from] == [
             (md.name, str(md.version)) for md in cluster.machine_deployments
         ]
         assert planned.topology == cluster.topology
-        window = None if planned.window is None else planned.window.describe()
+        window = None if cluster_run.window is None else cluster_run.window.describe()
         assert shown["maintenanceWindow"] == window
+        assert cluster_run.on_observed_usage == rollout.observed_usage
     actions: dict[str, int] = {}
     for f in checked["findings"]:  # type: ignore[attr-defined]
         actions[f["action"]] = actions.get(f["action"], 0) + 1
-    assert run.finding_actions == dict(sorted(actions.items()))
+    assert run.finding_actions == dict(sorted(actions.items())) == domain.finding_actions()
     # A "block" verdict is the run's block: the cluster carries it, with the preview's reason.
     for f in checked["findings"]:  # type: ignore[attr-defined]
         if f["action"] == "block":
-            assert run.cluster(f["cluster"]).blocked
+            assert run.cluster(f["cluster"]).plan.blocked

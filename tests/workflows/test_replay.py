@@ -14,6 +14,7 @@ import pytest
 from temporalio.worker import Replayer
 
 from tests.workflows.record_histories import HISTORIES, load
+from workflows.payloads import DATA_CONVERTER
 from workflows.worker import WORKFLOWS
 
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -33,6 +34,6 @@ def test_histories_are_committed() -> None:
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_history_replays_deterministically(path: Path) -> None:
     history = load(path)
-    replayer = Replayer(workflows=list(WORKFLOWS))
+    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=DATA_CONVERTER)
     result = asyncio.run(replayer.replay_workflow(history))
     assert result.replay_failure is None

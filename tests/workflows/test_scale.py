@@ -13,7 +13,6 @@ from dataclasses import replace
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.converter import default as default_converter
 
 from orchestrator.domain.snapshot import (
     Cluster,
@@ -27,6 +26,7 @@ from orchestrator.domain.versions import KubeVersion
 from testkit.fake_backend import InMemoryFleet
 from testkit.workflow_harness import FAST, VERSIONS, Calibration, Harness, strategy
 from workflows.model import SAMPLE_LIMIT, ClusterState, Phase, Timeouts
+from workflows.payloads import DATA_CONVERTER
 
 CLUSTERS = 10_000
 BEHIND = ("prod-us-00007", "dev-eu-04242", "prod-ap-09998")
@@ -96,7 +96,7 @@ def test_ten_thousand_clusters_keep_payloads_and_history_bounded(harness: Harnes
             assert fleet.versions(name) == (VERSIONS[-1], (VERSIONS[-1],))
             assert not fleet.has_upgrading_taint(name)
         assert len(result.clusters) <= SAMPLE_LIMIT + len(BEHIND)
-        (query,) = default_converter().payload_converter.to_payloads([result])
+        (query,) = DATA_CONVERTER.payload_converter.to_payloads([result])
         assert query.ByteSize() < QUERY_BOUND, query.ByteSize()
 
         runs = 0

@@ -17,11 +17,12 @@ from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
 from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import ClusterRef, UsageRead
 from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
 from workflows.activities.errors import STEP_BLOCKED
-from workflows.model import PatchControlPlaneInput, PatchWorkersInput, PoolVersion
+from workflows.model import PatchControlPlaneInput, PatchWorkersInput
 
 REF = ClusterRef("a")
 T0 = datetime(2026, 12, 5, 10, 2, tzinfo=UTC)
@@ -123,7 +124,9 @@ def test_a_step_already_applied_is_not_gated_again() -> None:
 
 def test_drain_gate_refuses_a_worker_step_before_any_pool_moves() -> None:
     blocker = DisruptionBlocker("shop", "web", "maxUnavailable is 0", 2)
-    workers = PatchWorkersInput("cal/a/01", REF, "v1.35.8", (PoolVersion("md-0", "v1.34.12"),))
+    workers = PatchWorkersInput(
+        "cal/a/01", REF, "v1.35.8", (("md-0", KubeVersion.parse("v1.34.12")),)
+    )
     fleet, result = patch([UsageRead(blockers=(blocker,))], workers, worker=True)
     assert isinstance(result, ApplicationError) and result.type == STEP_BLOCKED
     assert "PodDisruptionBudget shop/web allows no eviction" in str(result)

@@ -10,17 +10,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.kube.backend.port import ClusterRef
-from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory
+from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory, one_step_run
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.fleet_calibration import FleetCalibration
-from workflows.model import (
-    CalibrationInput,
-    ClusterUpgradeInput,
-    ClusterUpgradePlan,
-    StepPlan,
-    Timeouts,
-)
+from workflows.model import CalibrationInput, ClusterUpgradeInput, Timeouts
 from workflows.validation import validate_calibration_input, validate_cluster_upgrade_input
 
 STAGES = [{"name": "fleet"}]
@@ -84,28 +77,14 @@ BAD_CALIBRATIONS: list[tuple[CalibrationInput, str]] = [
 
 
 def _upgrade(**changes: Any) -> ClusterUpgradeInput:
-    plan = ClusterUpgradePlan(
-        cluster=ClusterRef("a"),
-        control_plane_from="v1.32.9",
-        workers_from=None,
-        pools=(),
-        steps=(StepPlan(0, "x/a/00", "controlPlane", "v1.33.5", "v1.32.9"),),
-    )
-    plan = replace(plan, **changes)
+    plan = replace(one_step_run(), **changes)
     return ClusterUpgradeInput("x", "v1.33.5", "fleet", plan, FAST)
 
 
 BAD_UPGRADES: list[tuple[ClusterUpgradeInput, str]] = [
-    (_upgrade(cluster=ClusterRef("")), "plan.cluster.name"),
-    (_upgrade(control_plane_from="1.x"), "plan.control_plane_from"),
-    (
-        _upgrade(steps=(StepPlan(0, "x/a/00", "kubelet", "v1.33.5", "v1.32.9"),)),  # type: ignore[arg-type]
-        "plan.steps[0].component",
-    ),
-    (
-        _upgrade(steps=(StepPlan(0, "x/a/00", "controlPlane", "v1.33", "v1.32.9"),)),
-        "plan.steps[0].version",
-    ),
+    (_upgrade(plan=replace(one_step_run().plan, cluster="")), "plan.plan.cluster"),
+    (_upgrade(step_ids=()), "plan.step_ids: 0 id(s) for 1 planned step(s)"),
+    (_upgrade(step_ids=(" ",)), "plan.step_ids[0]"),
 ]
 
 
@@ -137,7 +116,7 @@ def test_started_directly_the_workflows_fail_at_once_and_touch_nothing(harness: 
         starts: list[tuple[Any, Any, str]] = [
             (FleetCalibration.run, BAD_CALIBRATIONS[3][0], "approvel"),
             (FleetCalibration.run, BAD_CALIBRATIONS[9][0], "worker_concurrency"),
-            (ClusterUpgrade.run, BAD_UPGRADES[1][0], "control_plane_from"),
+            (ClusterUpgrade.run, BAD_UPGRADES[1][0], "plan.step_ids"),
         ]
         for run, input, message in starts:
             handle = await c.client.start_workflow(

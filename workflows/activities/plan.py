@@ -18,8 +18,8 @@ from workflows.activities.plan_payload import (
 from workflows.model import (
     ClusterLocation,
     ClusterPlanInput,
+    ClusterRun,
     ClusterState,
-    ClusterUpgradePlan,
     DropBlobInput,
     LocateInput,
     PlanInput,
@@ -78,7 +78,7 @@ class PlanActivities(ActivitiesBase):
         """Members ``offset`` .. ``offset + limit`` of one wave of a stored plan."""
         loaded = await self._load(input.plan)
         try:
-            names = loaded.plan.stages[input.stage].waves()[input.wave]
+            names = loaded.plan.plan.rollout.stages[input.stage].waves()[input.wave]
         except IndexError:
             invalid_input(
                 f"plan {input.plan.digest[:12]} has no stage {input.stage} wave {input.wave}"
@@ -89,16 +89,16 @@ class PlanActivities(ActivitiesBase):
             members.append(
                 WaveMember(
                     name,
-                    cplan.control_plane_from,
-                    tuple(s.describe() for s in cplan.steps),
+                    str(cplan.plan.control_plane_from),
+                    tuple(s.describe() for s in cplan.plan.steps),
                     cplan.window,
-                    tuple(s.step_id for s in cplan.steps),
+                    cplan.step_ids,
                 )
             )
         return WaveSlice(tuple(members), len(names))
 
     @activity.defn(name="cluster_plan")
-    async def cluster_plan(self, input: ClusterPlanInput) -> ClusterUpgradePlan:
+    async def cluster_plan(self, input: ClusterPlanInput) -> ClusterRun:
         """One cluster's plan, read by its ClusterUpgrade child from the stored plan."""
         loaded = await self._load(input.plan)
         cplan = loaded.clusters.get(input.cluster)
@@ -114,7 +114,7 @@ class PlanActivities(ActivitiesBase):
         if cplan is None:
             return ClusterLocation(False)
         position = loaded.position.get(input.cluster)
-        state = planned_state(cplan, staged=position is not None)
+        state = planned_state(cplan.plan, staged=position is not None)
         if position is not None and state == ClusterState.PENDING:
             return ClusterLocation(True, position[0], position[1], state.value)
         return ClusterLocation(True, state=state.value)

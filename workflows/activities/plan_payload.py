@@ -12,81 +12,45 @@ import json
 from collections.abc import Mapping, Sequence
 
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import default as default_converter
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.request import parse_calibration_request
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
-from orchestrator.kube.backend.port import ClusterRef
+from orchestrator.domain.upgradeplan import ClusterPlan
 from orchestrator.planning import CalibrationPlan, plan_calibration
 from workflows.activities.errors import NOT_FOUND
 from workflows.model import (
     SAMPLE_LIMIT,
+    CalibrationRun,
     ClusterProgress,
+    ClusterRun,
     ClusterState,
-    ClusterUpgradePlan,
-    FleetPlan,
     PlanInput,
     PlanRef,
     PlanSummary,
-    PoolVersion,
     StageSummary,
-    StepPlan,
     StepProgress,
 )
+from workflows.payloads import StrictPayloadConverter
 
 
-def fleet_plan(
+def calibration_run(
     plan: CalibrationPlan, calibration_id: str, namespaces: Mapping[str, str] | None = None
-) -> FleetPlan:
-    """The domain plan as the workflows run it: a copy field by field, deciding nothing.
+) -> CalibrationRun:
+    """The domain plan as the workflows run it: the plan itself, deciding nothing.
 
-    Everything is read from the domain plan as planning decided it: steps with their
-    from-versions (per pool for worker steps: the idempotency key of a patch) and their ids
-    (``step_id``), the pools and topology the plan starts from, each cluster's window, the
-    rollout's stages with their approval gates, soak and concurrency (``Stage`` itself), the
-    failure budget. Versions become text. Only the addressing planning cannot know is added: the
-    calibration id (in the step ids) and each cluster's namespace. Deriving anything here once
-    made the run enforce a gate the preview did not show.
+    Everything the run obeys is the domain plan's as planning decided it (steps with their
+    from-versions and ids, pools, topology, windows, stages, gates, the failure budget). Only
+    what planning cannot know is added: the calibration id (in the step ids) and each cluster's
+    namespace. The findings are kept as their counts (``CalibrationRun``). Deriving anything here
+    once made the run enforce a gate the preview did not show.
     """
-    namespaces = namespaces or {}
-    clusters = tuple(
-        ClusterUpgradePlan(
-            cluster=ClusterRef(cplan.cluster, namespaces.get(cplan.cluster, "")),
-            control_plane_from=str(cplan.control_plane_from),
-            workers_from=None if cplan.workers_from is None else str(cplan.workers_from),
-            pools=tuple(PoolVersion(name, str(v)) for name, v in cplan.pools_from),
-            steps=tuple(
-                StepPlan(
-                    index,
-                    sid,
-                    step.component,
-                    str(step.version),
-                    str(step.from_version),
-                    tuple(PoolVersion(name, str(v)) for name, v in step.pools_from),
-                )
-                for index, (step, sid) in enumerate(
-                    zip(cplan.steps, cplan.step_ids(calibration_id), strict=True)
-                )
-            ),
-            topology=cplan.topology,
-            blocked=cplan.blocked,
-            reasons=cplan.reasons,
-            window=plan.window_for(cplan.cluster),
-            on_observed_usage=plan.rollout.observed_usage,
-            on_disruption_blocker=plan.rollout.unsatisfiable_disruption_budgets,
-        )
-        for cplan in plan.clusters
-    )
-    return FleetPlan(
-        target=str(plan.target),
+    return CalibrationRun(
+        plan=dataclasses.replace(plan, findings=()),
         calibration_id=calibration_id,
-        clusters=clusters,
-        stages=plan.rollout.stages,
-        unassigned=plan.rollout.unassigned,
-        max_failures=plan.rollout.max_failures,
+        namespaces=dict(namespaces or {}),
         finding_actions=plan.finding_actions(),
     )
 
@@ -96,17 +60,17 @@ def plan_fleet_of(
     snapshot: FleetSnapshot,
     namespaces: Mapping[str, str],
     scope: frozenset[str] | None = None,
-) -> FleetPlan:
+) -> CalibrationRun:
     """Plan ``snapshot`` as ``input`` says and make the payload: the plan activity's one path.
 
     InputError on anything unusable (target, strategy, selector, an empty selection).
     """
     request = parse_calibration_request(input.target, input.strategy, input.selector)
     plan = plan_calibration(snapshot, request.target, request.strategy, request.selector, scope)
-    return fleet_plan(plan, input.calibration_id, namespaces)
+    return calibration_run(plan, input.calibration_id, namespaces)
 
 
-def plan_from_input(input: PlanInput) -> FleetPlan:
+def plan_from_input(input: PlanInput) -> CalibrationRun:
     """Validate the inputs and plan the snapshot they carry (InputError on anything unusable)."""
     if input.snapshot is None:
         raise InputError("planning needs a snapshot (the plan_fleet activity reads the fleet)")
@@ -114,25 +78,26 @@ def plan_from_input(input: PlanInput) -> FleetPlan:
 
 
 _JSON = Payload(metadata={"encoding": b"json/plain"})
+_CONVERTER = StrictPayloadConverter()  # what the worker writes to and reads from history
 
 # Decoded plans an activity worker keeps (immutable, so a digest always means the same plan).
 PLAN_CACHE_SIZE = 4
 
 
-def encode_plan(plan: FleetPlan) -> tuple[str, bytes]:
+def encode_plan(plan: CalibrationRun) -> tuple[str, bytes]:
     """(SHA-256 hex, bytes): the plan as the same JSON Temporal would put in history."""
-    (payload,) = default_converter().payload_converter.to_payloads([plan])
+    (payload,) = _CONVERTER.to_payloads([plan])
     data = payload.data
     return hashlib.sha256(data).hexdigest(), data
 
 
-def decode_plan(data: bytes) -> FleetPlan:
-    """Inverse of ``encode_plan``."""
+def decode_plan(data: bytes) -> CalibrationRun:
+    """Inverse of ``encode_plan``; a plan stored in an older shape reads too (``payloads``)."""
     payload = Payload()
     payload.CopyFrom(_JSON)
     payload.data = data
-    (plan,) = default_converter().payload_converter.from_payloads([payload], [FleetPlan])
-    assert isinstance(plan, FleetPlan)
+    (plan,) = _CONVERTER.from_payloads([payload], [CalibrationRun])
+    assert isinstance(plan, CalibrationRun)
     return plan
 
 
@@ -160,7 +125,7 @@ def decode_scope(data: bytes) -> list[str]:
     return names
 
 
-def planned_state(cplan: ClusterUpgradePlan, *, staged: bool) -> ClusterState:
+def planned_state(cplan: ClusterPlan, *, staged: bool) -> ClusterState:
     """Where a cluster of a plan starts: blocked, up to date, in no stage, or pending in one."""
     if cplan.blocked:
         return ClusterState.BLOCKED
@@ -179,7 +144,7 @@ _STATE_ORDER = {
 
 
 def summarize_plan(
-    plan: FleetPlan, ref: PlanRef, skipped: Mapping[str, str] | None = None
+    run: CalibrationRun, ref: PlanRef, skipped: Mapping[str, str] | None = None
 ) -> PlanSummary:
     """The bounded part of a plan the parent workflow keeps: counts, stages, a sample.
 
@@ -188,10 +153,11 @@ def summarize_plan(
     reasons), unassigned, the next to run (execution order), up to date. A small fleet is
     therefore shown whole from the start; a large one by counts plus what matters first.
     """
-    order = [n for s in plan.stages for n in s.clusters]
-    stage_of = {n: s.name for s in plan.stages for n in s.clusters}
+    plan, rollout = run.plan, run.plan.rollout
+    order = [n for s in rollout.stages for n in s.clusters]
+    stage_of = {n: s.name for s in rollout.stages for n in s.clusters}
     rank_of_pending = {n: i for i, n in enumerate(order)}
-    unassigned = set(plan.unassigned)
+    unassigned = set(rollout.unassigned)
     counts: dict[str, int] = {}
     notable: list[tuple[tuple[int, int], ClusterProgress]] = []
     for name, reason in sorted((skipped or {}).items()):
@@ -208,7 +174,8 @@ def summarize_plan(
             )
         )
     for cplan in plan.clusters:
-        name = cplan.cluster.name
+        name = cplan.cluster
+        window = plan.window_for(name)
         state = planned_state(cplan, staged=name in stage_of and name not in unassigned)
         rank = (_STATE_ORDER[state], rank_of_pending[name] if state == ClusterState.PENDING else 0)
         counts[state.value] = counts.get(state.value, 0) + 1
@@ -219,10 +186,13 @@ def summarize_plan(
                     name=name,
                     stage=stage_of.get(name, ""),
                     state=state,
-                    from_version=cplan.control_plane_from,
-                    target=plan.target,
-                    window="" if cplan.window is None else cplan.window.describe(),
-                    steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in cplan.steps)
+                    from_version=str(cplan.control_plane_from),
+                    target=str(plan.target),
+                    window="" if window is None else window.describe(),
+                    steps=tuple(
+                        StepProgress(s.index, s.step_id, s.describe())
+                        for s in run.cluster_run(cplan).run_steps()
+                    )
                     if state == ClusterState.PENDING
                     else (),
                     reasons=cplan.reasons,
@@ -231,7 +201,7 @@ def summarize_plan(
         )
     notable.sort(key=lambda item: item[0])
     return PlanSummary(
-        target=plan.target,
+        target=str(plan.target),
         plan=ref,
         stages=tuple(
             StageSummary(
@@ -242,15 +212,15 @@ def summarize_plan(
                 soak_seconds=s.soak_seconds,
                 approval=s.approval,
             )
-            for s in plan.stages
+            for s in rollout.stages
         ),
         clusters=len(plan.clusters) + len(skipped or {}),
         counts=counts,
         notable=tuple(p for _, p in notable[:SAMPLE_LIMIT]),
-        unassigned=plan.unassigned[:SAMPLE_LIMIT],
-        findings=sum(plan.finding_actions.values()),
-        max_failures=plan.max_failures,
-        finding_actions=dict(plan.finding_actions),
+        unassigned=rollout.unassigned[:SAMPLE_LIMIT],
+        findings=sum(run.finding_actions.values()),
+        max_failures=rollout.max_failures,
+        finding_actions=dict(run.finding_actions),
     )
 
 
@@ -258,19 +228,19 @@ def summarize_plan(
 class LoadedPlan:
     """A decoded plan indexed by cluster name; shared: ``base`` caches them, ``plan`` fills the cache."""
 
-    plan: FleetPlan
-    clusters: dict[str, ClusterUpgradePlan]
+    plan: CalibrationRun
+    clusters: dict[str, ClusterRun]
     position: dict[str, tuple[int, int]]  # name -> (stage, wave)
 
 
-def index_plan(plan: FleetPlan) -> LoadedPlan:
+def index_plan(plan: CalibrationRun) -> LoadedPlan:
     """Index a decoded plan for the activities' cache (``base.ActivitiesBase``, ``plan``)."""
     return LoadedPlan(
         plan,
-        {c.cluster.name: c for c in plan.clusters},
+        {c.cluster: plan.cluster_run(c) for c in plan.plan.clusters},
         {
             name: (si, wi)
-            for si, stage in enumerate(plan.stages)
+            for si, stage in enumerate(plan.plan.rollout.stages)
             for wi, wave in enumerate(stage.waves())
             for name in wave
         },

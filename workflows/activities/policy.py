@@ -19,7 +19,6 @@ from workflows.model import (
     CheckInput,
     CheckResult,
     EvaluateInput,
-    FindingInfo,
     PolicyReport,
     ScopeRef,
     ViolationInfo,
@@ -99,7 +98,4 @@ class PolicyActivities(ActivitiesBase):
         here = [w for w in inv.snapshot.workloads if cluster.name in w.placement.clusters]
         findings = cluster_findings(cluster, (version,), here)
         observed = await observed_after_step(self._backend, input.cluster, version)
-        return CheckResult(
-            tuple(FindingInfo(f.workload, f.api, f.removed_in, f.replacement) for f in findings),
-            observed,
-        )
+        return CheckResult(tuple(findings), observed)

@@ -84,17 +84,16 @@ class RolloutActivities(ActivitiesBase):
             problems.append(
                 f"control plane is still rolling out {cp.version}: {cp.message or 'in progress'}"
             )
-        for expected in input.pools:
-            pool = obs.pool(expected.name)
+        for name, expected in input.pools:
+            pool = obs.pool(name)
             if pool is None:
-                problems.append(f"MachineDeployment {expected.name} not found")
-            elif not _version_in(pool.version, (expected.version, *input.planned_versions)):
+                problems.append(f"MachineDeployment {name} not found")
+            elif not _version_in(pool.version, (str(expected), *input.planned_versions)):
                 problems.append(
-                    f"MachineDeployment {expected.name} declares {pool.version}; "
-                    f"the plan expects {expected.version}"
+                    f"MachineDeployment {name} declares {pool.version}; the plan expects {expected}"
                 )
             elif not pool.rolled_out:
-                problems.append(f"MachineDeployment {expected.name} is still rolling out")
+                problems.append(f"MachineDeployment {name} is still rolling out")
         for taint in obs.taints:
             if taint.key == UPGRADING_TAINT_KEY and taint.value not in ("", input.calibration_id):
                 problems.append(f"cluster is being upgraded by calibration {taint.value}")
@@ -158,21 +157,21 @@ class RolloutActivities(ActivitiesBase):
         already: list[str] = []
         warnings: tuple[str, ...] = ()
         gated = False
-        for expected in input.pools:
-            pool = obs.pool(expected.name)
+        for name, expected in input.pools:
+            pool = obs.pool(name)
             if pool is None:
                 raise ApplicationError(
-                    f"MachineDeployment {expected.name} not found",
+                    f"MachineDeployment {name} not found",
                     type=NOT_FOUND,
                     non_retryable=True,
                 )
             if _same_version(pool.version, input.to_version):
-                already.append(expected.name)
+                already.append(name)
                 continue
-            if not _same_version(pool.version, expected.version):
+            if not _same_version(pool.version, str(expected)):
                 raise ApplicationError(
-                    f"MachineDeployment {expected.name} declares {pool.version}, expected "
-                    f"{expected.version} before step {input.step_id}",
+                    f"MachineDeployment {name} declares {pool.version}, expected "
+                    f"{expected} before step {input.step_id}",
                     type=VERSION_CONFLICT,
                     non_retryable=True,
                 )
@@ -182,9 +181,9 @@ class RolloutActivities(ActivitiesBase):
                 )
                 gated = True
             await self._backend.set_pool_version(
-                input.cluster, expected.name, input.to_version, input.step_id
+                input.cluster, name, input.to_version, input.step_id
             )
-            applied.append(expected.name)
+            applied.append(name)
         return PatchResult(tuple(applied), tuple(already), warnings)
 
     @activity.defn(name="wait_workers")

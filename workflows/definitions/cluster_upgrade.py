@@ -36,10 +36,12 @@ with workflow.unsafe.imports_passed_through():
     # ``LabelSelector``): the SDK resolves their field types through the sandbox's ``sys.modules``
     # when it decodes them, and only a module imported here by its own name is there (importing
     # workflows.model is not enough). Without these, a planned window fails the workflow task.
+    from orchestrator.domain.compatibility import Finding  # noqa: F401
     from orchestrator.domain.selectors import LabelSelector, Requirement  # noqa: F401
     from orchestrator.domain.taints import UPGRADING_TAINT_KEY
+    from orchestrator.domain.upgradeplan import ClusterPlan  # noqa: F401
+    from orchestrator.domain.versions import KubeVersion
     from orchestrator.domain.waves import MaintenanceWindow  # noqa: F401
-    from orchestrator.kube.backend.port import ClusterRef
     from workflows import metrics, search_attributes
     from workflows.activities import CalibrationActivities
     from workflows.activities.errors import STEP_BLOCKED
@@ -59,16 +61,15 @@ with workflow.unsafe.imports_passed_through():
         ClusterPlanInput,
         ClusterProgress,
         ClusterReport,
+        ClusterRun,
         ClusterState,
         ClusterUpgradeInput,
-        ClusterUpgradePlan,
         Decision,
         PatchControlPlaneInput,
         PatchWorkersInput,
-        PoolVersion,
         PreflightInput,
         ReplaceInput,
-        StepPlan,
+        RunStep,
         StepProgress,
         StepState,
         TaintEffect,
@@ -95,18 +96,8 @@ class ClusterUpgrade:
         self._input = input
         # The plan arrives with the input (small runs, older parents) or is read by digest from
         # the stored plan as the first thing ``run`` does; until then progress has no steps.
-        self._plan = (
-            input.plan
-            if input.plan is not None
-            else ClusterUpgradePlan(
-                cluster=ClusterRef(input.cluster),
-                control_plane_from="",
-                workers_from=None,
-                pools=(),
-                steps=(),
-            )
-        )
-        self._progress = self._initial_progress(self._plan)
+        self._plan = input.plan
+        self._progress = self._initial_progress()
         self._paused = False
         self._abort_reason: str | None = None
         self._waiting = False
@@ -115,16 +106,30 @@ class ClusterUpgrade:
         self._tainted_at: datetime | None = None  # workflow time of the first add_taint
         self._metrics: metrics.ClusterMetrics | None = None
 
-    def _initial_progress(self, plan: ClusterUpgradePlan) -> ClusterProgress:
+    def _initial_progress(self) -> ClusterProgress:
+        plan = self._plan
+        if plan is None or len(plan.step_ids) != len(plan.plan.steps):
+            # No plan yet, or one whose ids do not match its steps: ``run`` refuses that input
+            # first thing; here (before ``run``) it must not fail the workflow task instead.
+            return ClusterProgress(
+                name=self._input.cluster, stage=self._input.stage, target=self._input.target
+            )
         return ClusterProgress(
-            name=plan.cluster.name,
+            name=plan.plan.cluster,
             stage=self._input.stage,
             state=ClusterState.PENDING,
-            from_version=plan.control_plane_from,
+            from_version=str(plan.plan.control_plane_from),
             target=self._input.target,
             window="" if plan.window is None else plan.window.describe(),
-            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.steps),
+            steps=tuple(StepProgress(s.index, s.step_id, s.describe()) for s in plan.run_steps()),
         )
+
+    @property
+    def _run(self) -> ClusterRun:
+        """The plan being run: given with the input, or read as the first thing ``run`` does."""
+        if self._plan is None:
+            raise ApplicationError("the cluster's plan has not been read yet", non_retryable=True)
+        return self._plan
 
     # ------------------------------------------------------------------ handlers
 
@@ -181,8 +186,8 @@ class ClusterUpgrade:
                 ClusterPlanInput(input.plan_ref, input.cluster),
                 **read_options(input.options),
             )
-            self._progress = self._initial_progress(self._plan)
-        plan = self._plan
+            self._progress = self._initial_progress()
+        plan = self._run
         await self._update(state=ClusterState.RUNNING, started_at=workflow.now(), message="")
         if not await self._guarded("preflight", self._preflight):
             return self._progress
@@ -190,12 +195,13 @@ class ClusterUpgrade:
             return await self._stop_for_abort()
         if not await self._guarded("add taint", self._add_taint):
             return self._progress
-        first = plan.steps[0].version if plan.steps else None
+        steps = plan.run_steps()
+        first = str(steps[0].step.version) if steps else None
         if not await self._guarded(
             "placement", lambda: self._place("before the first step", first)
         ):
             return self._progress
-        for step in plan.steps:
+        for step in steps:
             if not await self._boundary():
                 return await self._stop_for_abort()
             part = functools.partial(self._run_step, step)
@@ -215,15 +221,15 @@ class ClusterUpgrade:
     # ------------------------------------------------------------------ the parts
 
     async def _preflight(self) -> None:
-        plan = self._plan
+        run = self._run
         result = await workflow.execute_activity_method(
             CalibrationActivities.preflight,
             PreflightInput(
                 calibration_id=self._input.calibration_id,
-                cluster=plan.cluster,
-                control_plane_from=plan.control_plane_from,
-                pools=plan.pools,
-                planned_versions=tuple(s.version for s in plan.steps),
+                cluster=run.cluster,
+                control_plane_from=str(run.plan.control_plane_from),
+                pools=run.plan.pools_from,
+                planned_versions=tuple(str(s.version) for s in run.plan.steps),
             ),
             **short_options(self._input.options),
         )
@@ -232,7 +238,7 @@ class ClusterUpgrade:
 
     def _taint(self) -> TaintInput:
         return TaintInput(
-            cluster=self._plan.cluster,
+            cluster=self._run.cluster,
             key=UPGRADING_TAINT_KEY,
             effect=UPGRADING_EFFECT,
             value=self._input.calibration_id,
@@ -266,13 +272,13 @@ class ClusterUpgrade:
     async def _place(
         self, what: str, upcoming: str | None, step_id: str = "", index: int | None = None
     ) -> None:
-        name = self._plan.cluster.name
+        name = self._run.cluster.name
         self._set(message=f"placement {what}")
         result = await workflow.execute_activity_method(
             CalibrationActivities.replace,
             ReplaceInput(
                 calibration_id=self._input.calibration_id,
-                cluster=self._plan.cluster,
+                cluster=self._run.cluster,
                 reason=f"{name}: {what}",
                 step_id=step_id,
                 upcoming_version=upcoming,
@@ -300,10 +306,12 @@ class ClusterUpgrade:
                 "cannot move them"
             )
 
-    async def _run_step(self, step: StepPlan) -> None:
+    async def _run_step(self, planned: RunStep) -> None:
         opts = self._input.options
-        ref = self._plan.cluster
-        self._step(step.index, activity="patch")
+        ref = self._run.cluster
+        index, step_id, step = planned.index, planned.step_id, planned.step
+        version = str(step.version)
+        self._step(index, activity="patch")
         # Touched from the first patch attempt on: from now the cluster may be mid-upgrade.
         was_touched = self._progress.touched
         self._set(touched=True)
@@ -312,12 +320,12 @@ class ClusterUpgrade:
                 patched = await workflow.execute_activity_method(
                     CalibrationActivities.patch_control_plane,
                     PatchControlPlaneInput(
-                        step.step_id,
+                        step_id,
                         ref,
-                        step.from_version,
-                        step.version,
+                        str(step.from_version),
+                        version,
                         observe_window_seconds=opts.timeouts.observe_window_seconds,
-                        on_observed_usage=self._plan.on_observed_usage,
+                        on_observed_usage=self._run.on_observed_usage,
                     ),
                     **short_options(opts),
                 )
@@ -326,32 +334,32 @@ class ClusterUpgrade:
                 if isinstance(err.cause, ApplicationError) and err.cause.type == STEP_BLOCKED:
                     self._set(touched=was_touched)
                 raise
-            self._warn(step.index, patched.warnings)
-            self._step(step.index, activity="wait")
+            self._warn(index, patched.warnings)
+            self._step(index, activity="wait")
             await workflow.execute_activity_method(
                 CalibrationActivities.wait_control_plane,
-                WaitControlPlaneInput(step.step_id, ref, step.version, opts.timeouts.poll_seconds),
+                WaitControlPlaneInput(step_id, ref, version, opts.timeouts.poll_seconds),
                 **wait_options(opts),
             )
         else:
-            await self._roll_pools(step)
-        self._step(step.index, activity="verify")
+            await self._roll_pools(planned)
+        self._step(index, activity="verify")
         verified = await workflow.execute_activity_method(
             CalibrationActivities.verify,
             VerifyInput(
-                step.step_id, ref, step.component, step.version, tuple(p.name for p in step.pools)
+                step_id, ref, step.component, version, tuple(n for n, _ in step.pools_from)
             ),
             **short_options(opts),
         )
         if not verified.ok:
             raise _StepFailed("verification failed: " + "; ".join(verified.problems))
-        self._step(step.index, activity="check")
+        self._step(index, activity="check")
         checked = await workflow.execute_activity_method(
             CalibrationActivities.check_compat,
-            CheckInput(step.step_id, ref, step.version),
+            CheckInput(step_id, ref, version),
             **short_options(opts),
         )
-        self._warn(step.index, checked.observed)
+        self._warn(index, checked.observed)
         if checked.findings:
             raise _StepFailed(
                 "compatibility check failed: "
@@ -360,46 +368,43 @@ class ClusterUpgrade:
                     for f in checked.findings
                 )
             )
-        self._step(step.index, activity="place")
-        steps = self._plan.steps
-        upcoming = steps[step.index + 1].version if step.index + 1 < len(steps) else None
+        self._step(index, activity="place")
+        steps = self._run.plan.steps
+        upcoming = str(steps[index + 1].version) if index + 1 < len(steps) else None
         await self._place(
-            f"after step {step.index + 1}/{len(steps)} ({step.describe()})",
-            upcoming,
-            step.step_id,
-            step.index,
+            f"after step {index + 1}/{len(steps)} ({step.describe()})", upcoming, step_id, index
         )
 
-    async def _roll_pools(self, step: StepPlan) -> None:
+    async def _roll_pools(self, planned: RunStep) -> None:
         """Patch and wait pool by pool, at most ``worker_concurrency`` MachineDeployments at once."""
         opts = self._input.options
-        ref = self._plan.cluster
+        ref = self._run.cluster
+        index, step_id, version = planned.index, planned.step_id, str(planned.step.version)
         limit = asyncio.Semaphore(max(1, opts.worker_concurrency))
 
-        async def roll(pool: PoolVersion) -> None:
+        async def roll(pool: tuple[str, KubeVersion]) -> None:
             async with limit:
                 patched = await workflow.execute_activity_method(
                     CalibrationActivities.patch_workers,
                     PatchWorkersInput(
-                        step.step_id,
+                        step_id,
                         ref,
-                        step.version,
+                        version,
                         (pool,),
-                        on_disruption_blocker=self._plan.on_disruption_blocker,
+                        on_disruption_blocker=self._run.on_disruption_blocker,
                     ),
                     **short_options(opts),
                 )
-                self._warn(step.index, patched.warnings)
+                self._warn(index, patched.warnings)
                 await workflow.execute_activity_method(
                     CalibrationActivities.wait_workers,
-                    WaitWorkersInput(
-                        step.step_id, ref, step.version, (pool.name,), opts.timeouts.poll_seconds
-                    ),
+                    WaitWorkersInput(step_id, ref, version, (pool[0],), opts.timeouts.poll_seconds),
                     **wait_options(opts),
                 )
 
-        self._step(step.index, activity="patch+wait")
-        results = await asyncio.gather(*(roll(p) for p in step.pools), return_exceptions=True)
+        self._step(index, activity="patch+wait")
+        pools = planned.step.pools_from
+        results = await asyncio.gather(*(roll(p) for p in pools), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -445,7 +450,7 @@ class ClusterUpgrade:
 
     def _record_step(self, index: int, outcome: str, began: datetime) -> None:
         seconds = (workflow.now() - began).total_seconds()
-        self._meter().step(self._plan.steps[index].component, outcome, seconds)
+        self._meter().step(self._run.plan.steps[index].component, outcome, seconds)
 
     async def _wait_for_decision(self, message: str) -> Decision:
         self._waiting = True
@@ -493,7 +498,7 @@ class ClusterUpgrade:
 
     async def _boundary(self) -> bool:
         """Between steps: honour pause, abort and the maintenance window. False = aborted."""
-        window = self._plan.window
+        window = self._run.window
         while True:
             if self._abort_reason is not None:
                 return False

@@ -132,23 +132,13 @@ class ComponentObservation:
 
 
 @dataclass(frozen=True)
-class TaintInfo:
-    """A taint as stored on the cluster."""
-
-    key: str
-    effect: Effect
-    value: str = ""
-    time_added: str = ""
-
-
-@dataclass(frozen=True)
 class ClusterObservation:
     """One cluster, read in one go by ``FleetBackend.observe``."""
 
     cluster: ClusterRef
     control_plane: ComponentObservation
     pools: tuple[ComponentObservation, ...]
-    taints: tuple[TaintInfo, ...] = ()
+    taints: tuple[Taint, ...] = ()
     topology: bool = True
     reachable: bool = True
 

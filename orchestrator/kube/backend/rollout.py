@@ -25,7 +25,6 @@ from orchestrator.kube.backend.port import (
     ClusterRef,
     ComponentObservation,
     InvalidObjectError,
-    TaintInfo,
 )
 from orchestrator.kube.client import object_meta
 
@@ -181,7 +180,7 @@ class RolloutObserver(KubeAccess):
             cluster=ClusterRef(name, ns),
             control_plane=control_plane,
             pools=tuple(pools),
-            taints=tuple(TaintInfo(t.key, t.effect, t.value, t.time_added or "") for t in taints),
+            taints=taints,
             topology=topo is not None,
             reachable=nodes is not None,
         )

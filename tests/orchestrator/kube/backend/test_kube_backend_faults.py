@@ -18,6 +18,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube import client as kube_client
 from orchestrator.kube import workload
 from orchestrator.kube.backend.access import CONFLICT_RETRIES
@@ -40,7 +41,7 @@ from workflows.activities import (
     CalibrationActivities,
     classify,
 )
-from workflows.model import PlanInput, PoolVersion, PreflightInput
+from workflows.model import PlanInput, PreflightInput
 
 READY = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
 Hook = Callable[[FakeDyn, str, str, dict[str, Any]], None]
@@ -178,7 +179,7 @@ class Forbidden(ApiError):
 
 def _preflight(backend: Any) -> Any:
     acts = CalibrationActivities(backend)
-    check = PreflightInput("cal", REF, "v1.33.0", (PoolVersion("c1-md-0", "v1.33.0"),), ())
+    check = PreflightInput("cal", REF, "v1.33.0", (("c1-md-0", KubeVersion.parse("v1.33.0")),), ())
     return asyncio.run(ActivityEnvironment().run(acts.preflight, check))
 
 
