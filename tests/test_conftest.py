@@ -1,41 +1,28 @@
-"""The suite's ordering rule (tests/conftest.py): long files first, the given order kept within each group."""
+"""The suite's ordering rule (tests/conftest.py): longest files first, the given order kept within each rank."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import long_first, runs_long
+from tests.conftest import longest_first, rank
 
 
 @pytest.mark.parametrize(
-    ("nodeid", "long"),
+    ("nodeid", "slow", "expected"),
     [
-        ("tests/integration/test_calibration.py::test_x", True),
-        ("tests/integration/test_rbac.py", True),
-        ("tests/workflows/test_health_dev_server.py::test_y[a]", True),
-        ("tests/workflows/test_health.py::test_y", False),
-        ("tests/orchestrator/domain/test_versions.py::test_z", False),
-        ("tests/orchestrator/test_integration_helpers.py::t", False),
+        ("tests/integration/test_fleet_scale.py::test_x", True, 0),
+        ("tests/integration/test_calibration.py::test_x", False, 1),
+        ("tests/integration/test_rbac.py", False, 1),
+        ("tests/workflows/test_health_dev_server.py::test_y[a]", False, 1),
+        ("tests/workflows/test_health.py::test_y", False, 2),
+        ("tests/orchestrator/domain/test_versions.py::test_z", False, 2),
+        ("tests/orchestrator/test_integration_helpers.py::t", False, 2),
     ],
 )
-def test_runs_long(nodeid: str, long: bool) -> None:
-    assert runs_long(nodeid) is long
+def test_rank(nodeid: str, slow: bool, expected: int) -> None:
+    assert rank(nodeid, slow) == expected
 
 
-def test_long_files_go_first_and_each_group_keeps_its_order() -> None:
-    ids = [
-        "tests/orchestrator/a.py::t1",
-        "tests/integration/test_b.py::t1",
-        "tests/workflows/c.py::t1",
-        "tests/workflows/test_d_dev_server.py::t1",
-        "tests/integration/test_b.py::t2",
-        "tests/orchestrator/a.py::t2",
-    ]
-    assert [ids[i] for i in long_first(ids)] == [
-        "tests/integration/test_b.py::t1",
-        "tests/workflows/test_d_dev_server.py::t1",
-        "tests/integration/test_b.py::t2",
-        "tests/orchestrator/a.py::t1",
-        "tests/workflows/c.py::t1",
-        "tests/orchestrator/a.py::t2",
-    ]
+def test_the_longest_go_first_and_each_rank_keeps_its_order() -> None:
+    ranks = [2, 1, 2, 0, 1, 2, 0]
+    assert longest_first(ranks) == [3, 6, 1, 4, 0, 2, 5]

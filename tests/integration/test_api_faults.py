@@ -30,7 +30,7 @@ from testkit.capi_waits import wait_for
 from testkit.faultproxy import KINDS
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NS = "calibrator-faults"
 LAYOUT = layout_of(3)

@@ -61,7 +61,7 @@ from workflows.model import (
 from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NS = "calibrator-cal"
 TOPOLOGY = ("cal-a", "cal-b", "cal-c")

@@ -67,7 +67,7 @@ from workflows.model import (
 )
 from workflows.payloads import DATA_CONVERTER
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NS = "calibrator-crashes"
 KCP, TOPO = "rel-kcp", "rel-topo"

@@ -22,7 +22,7 @@ from testkit.capd_fleet import CREATE_TIMEOUT, fleet_layout, provision, wait_ava
 from testkit.capi_waits import wait_for
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NS = "calibrator-scale"
 LAYOUT = fleet_layout(12)

@@ -25,7 +25,7 @@ from workflows.client import start_calibration
 from workflows.model import CalibrationInput, CalibrationProgress, Phase
 from workflows.payloads import DATA_CONVERTER
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _available(cluster: dict[str, Any]) -> bool:

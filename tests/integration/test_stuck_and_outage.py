@@ -81,7 +81,7 @@ from workflows.model import (
 from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
