@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TextIO, TypeVar
@@ -113,17 +112,14 @@ def write_json(doc: Mapping[str, object], out: TextIO) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Items(Generic[T]):
-    """A top-level list made as it is written: each item of ``source`` as ``to_json`` gives it.
+    """A top-level list written as it is converted: each item of ``source`` as ``to_json`` gives it.
 
-    ``overlap``: while ``source`` still makes items, render those already made in forked
-    children (``overlap.rendered``, where ``overlap.available()`` and a CPU is idle); same text.
-    ``expected``: how many items ``source`` will make, when known (it sizes those chunks).
+    ``to_json`` runs a batch at a time, just before that batch is encoded and written, so the
+    converted items are never all alive at once (``write_json``).
     """
 
-    source: Iterable[T]
+    source: Sequence[T]
     to_json: Callable[[T], object]
-    overlap: bool = False
-    expected: int = 0
 
 
 _BATCH = 512  # items encoded per chunk written: large writes, little text alive at once
@@ -138,26 +134,22 @@ def _json_chunks(doc: Mapping[str, object]) -> Iterator[str]:
     for key, value in doc.items():
         head = f"{sep}  {encode(key)}: "
         sep = ",\n"
+        items: Sequence[object]
+        to_json: Callable[[Any], object] | None
         if isinstance(value, Items):
-            from orchestrator.cli import overlap  # only a lazy list can be rendered by children
-
-            yield head + "["
-            render = functools.partial(_items_text, encode, value.to_json)
-            fork = value.overlap and overlap.available()
-            empty = True
-            for text in overlap.rendered(
-                value.source, render, overlap=fork, batch=_BATCH, expected=value.expected
-            ):
-                empty = False
-                yield text
-            yield "]" if empty else "\n  ]"
-        elif isinstance(value, list) and value:
-            yield head + "["
-            for start in range(0, len(value), _BATCH):
-                yield _items_text(encode, None, value[start : start + _BATCH], start)
-            yield "\n  ]"
+            items, to_json = value.source, value.to_json
+        elif isinstance(value, list):
+            items, to_json = value, None
         else:
             yield head + encode(value)
+            continue
+        if not items:
+            yield head + "[]"
+            continue
+        yield head + "["
+        for start in range(0, len(items), _BATCH):
+            yield _items_text(encode, to_json, items[start : start + _BATCH], start)
+        yield "\n  ]"
     yield "\n}\n"
 
 

@@ -385,12 +385,7 @@ def decide(
     registry: Registry = DEFAULT_REGISTRY,
     now: datetime | None = None,
 ) -> Iterator[WorkloadDecision]:
-    """``place``'s decisions one at a time, each made when it is asked for (input checked now).
-
-    A writer can turn the decisions made so far into text while the rest are still being made
-    (``orchestrator.cli.overlap``): a decision's explanation reads only what the workloads
-    before it consumed.
-    """
+    """``place``'s decisions one at a time, each made when it is asked for (input checked now)."""
     ctx = PlacementContext(snapshot, now=now)
     unknown = sorted(set(exclude_clusters) - set(ctx.index))
     if unknown:

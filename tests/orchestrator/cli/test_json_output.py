@@ -52,7 +52,7 @@ def test_items_are_encoded_a_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) ->
             writes.append(len(converted))
             return out.write(s)
 
-    write_json({"decisions": Items(iter(range(7)), to_json)}, Spy())
+    write_json({"decisions": Items(range(7), to_json)}, Spy())
     assert out.getvalue() == dumps_json({"decisions": [{"i": i} for i in range(7)]})
     assert writes[:5] == [0, 0, 2, 4, 6]
 
