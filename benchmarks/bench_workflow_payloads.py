@@ -7,7 +7,7 @@ of them, so the run itself is short), runs one FleetCalibration against the work
 worker, and prints for the parent (every run of its continue-as-new chain) and for each child:
 the number of history events, the largest event and the total history bytes (serialized
 protobuf, what the server stores). This is the figure behind the "payloads and history stay
-bounded" decision in docs/decisions.md; tests/workflows/test_scale.py asserts the bound.
+bounded" decision in docs/decisions.md; tests/workflows/definitions/test_scale.py asserts the bound.
 """
 
 from __future__ import annotations
