@@ -9,6 +9,8 @@
 #   tools/ci-local.sh --cold     also fresh Go build, module and binary caches (a new machine's cost:
 #                                57 min in all, measured in docs/kind.md "In CI")
 #   tools/ci-local.sh --keep     keep the temporary folder (default: removed on success)
+#   CALIBRATOR_CI_WORKERS=N tools/ci-local.sh
+#                                the suite with N pytest-xdist workers (1 to 8; CI's is 3)
 #
 # The last line printed is "ci-local: PASS <seconds> s" or "ci-local: FAIL <seconds> s (exit N)";
 # the full log is in <tmp>/ci.log, whose path is printed first.
@@ -20,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --cold) cold=true ;;
     --keep) keep=true ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
