@@ -43,9 +43,7 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -63,8 +61,9 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
+from benchmarks.bench_worker import Kinds, start_bench_worker, worker_counts, worker_ready
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
-from orchestrator.kube.client import RequestCounts, api_client, dynamic, observe_requests
+from orchestrator.kube.client import api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capd_fleet import (
     CREATE_TIMEOUT,
@@ -89,8 +88,6 @@ from workflows.model import (
 from workflows.payloads import DATA_CONVERTER
 
 HISTORY_EVENT_LIMIT = 51_200  # Temporal's hard limit per run
-WORKER_READY_TIMEOUT = 300.0  # the worker's start: imports, Temporal, the first fleet read
-COUNTS_TIMEOUT = 60.0  # for the worker to write its counts once signalled (a starved loop)
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
 
 
@@ -209,79 +206,6 @@ def proc_mib(pid: int, key: str) -> float:
         if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-Kinds = Counter[tuple[str, str]]
-
-
-def _kinds(counted: dict[str, int]) -> Kinds:
-    """``{"VERB resource": n}`` (``RequestCounts.totals``) as a Counter by (verb, resource)."""
-    out: Kinds = Counter()
-    for key, n in counted.items():
-        verb, _, resource = key.partition(" ")
-        out[(verb, resource)] += n
-    return out
-
-
-@dataclass(frozen=True)
-class WorkerCounts:
-    """The worker's own requests and the bytes it read, by (verb, resource), at one moment."""
-
-    seq: int
-    requests: Kinds
-    received: Kinds
-    refused: Kinds  # answers of 400 or more: (verb, "resource status")
-
-    def __sub__(self, earlier: WorkerCounts) -> WorkerCounts:
-        return WorkerCounts(
-            self.seq,
-            self.requests - earlier.requests,
-            self.received - earlier.received,
-            self.refused - earlier.refused,
-        )
-
-
-def _read_counts(path: Path) -> WorkerCounts | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # not written yet (the worker replaces the file whole: never half-read)
-    return WorkerCounts(
-        int(doc["seq"]), _kinds(doc["requests"]), _kinds(doc["received"]), _kinds(doc["refused"])
-    )
-
-
-def _write_counts(path: Path, seq: int, counts: RequestCounts) -> None:
-    """The worker's side: the counts so far, replacing the file at once (rename)."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps({"seq": seq, **counts.totals()}))
-    os.replace(part, path)
-
-
-def _await_counts(
-    worker: subprocess.Popen[bytes], path: Path, after: int, timeout: float
-) -> WorkerCounts:
-    deadline = time.monotonic() + timeout
-    while True:
-        counts = _read_counts(path)
-        if counts is not None and counts.seq > after:
-            return counts
-        if worker.poll() is not None:
-            raise AssertionError(f"the worker exited ({worker.returncode}) before its counts")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no request counts from the worker within {timeout:.0f}s")
-        time.sleep(0.1)
-
-
-def worker_ready(worker: subprocess.Popen[bytes], path: Path) -> WorkerCounts:
-    """Wait for the worker's first counts: it has read the fleet once and answers signals."""
-    return _await_counts(worker, path, 0, WORKER_READY_TIMEOUT)
-
-
-def worker_counts(worker: subprocess.Popen[bytes], path: Path, last: WorkerCounts) -> WorkerCounts:
-    """The worker's counts now: signal it (SIGUSR1) and wait for the file it writes."""
-    worker.send_signal(signal.SIGUSR1)
-    return _await_counts(worker, path, last.seq, COUNTS_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -487,29 +411,6 @@ class Report:
 # ------------------------------------------------------------------------- the run
 
 
-def start_bench_worker(
-    address: str,
-    kubeconfig: Path,
-    task_queue: str,
-    namespace: str,
-    *,
-    cache: bool = True,
-    counts: Path | None = None,
-) -> subprocess.Popen[bytes]:
-    """This module's worker in a process of its own; public: the Pulumi integration test runs it too.
-
-    ``cache``: the watch-fed cache, as ``calibrator worker`` has it. ``counts``: a file the
-    worker writes its own request counts to, when ready and on SIGUSR1 (``worker_counts``).
-    """
-    argv = [sys.executable, "-m", "benchmarks.bench_calibration", "--worker",
-            address, str(kubeconfig), task_queue, namespace]  # fmt: skip
-    if not cache:
-        argv.append("--no-cache")
-    if counts is not None:
-        argv += ["--counts", str(counts)]
-    return subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])
-
-
 def _query_timed_out(err: ControlError) -> bool:
     """Whether ``status`` failed because the query got no answer in time (the 2026-12-03 run
     with 1,000 workloads ended on one: "Timeout expired", status CANCELLED)."""
@@ -518,43 +419,6 @@ def _query_timed_out(err: ControlError) -> bool:
         RPCStatusCode.CANCELLED,
         RPCStatusCode.DEADLINE_EXCEEDED,
     )
-
-
-async def _worker_main(argv: list[str]) -> None:
-    """The benchmark's worker: the product's backend and worker, its requests counted."""
-    from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
-    from workflows.worker import build_worker  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser(prog="bench_calibration --worker")
-    for name in ("address", "kubeconfig", "task_queue", "namespace"):
-        parser.add_argument(name)
-    parser.add_argument("--no-cache", dest="cache", action="store_false")
-    parser.add_argument("--counts", type=Path)
-    args = parser.parse_args(argv)
-    api = api_client(args.kubeconfig)
-    counts = RequestCounts()
-    if args.counts is not None:
-        observe_requests(api, counts.observe)  # before the backend hardens it: every attempt
-    backend = KubeFleetBackend(api, args.namespace, cache=args.cache)
-    try:
-        backend.start()  # as ``calibrator worker``: the cache LISTs and watches from now on
-        temporal = await Client.connect(args.address)
-        if args.counts is not None:
-            # The start, reported apart: the cache's sync (or one LIST of each kind without it).
-            await backend.inventory()
-            seq = 0
-
-            def dump() -> None:
-                nonlocal seq
-                seq += 1
-                _write_counts(args.counts, seq, counts)
-
-            # The handler first: the benchmark signals as soon as it sees the first file.
-            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
-            dump()
-        await build_worker(temporal, backend, task_queue=args.task_queue).run()
-    finally:
-        backend.close()
 
 
 async def planned_waves(
@@ -812,7 +676,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
-    asyncio.run(_worker_main(sys.argv[2:]))
-elif __name__ == "__main__":
+if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""bench_calibration's accounting of the worker's own requests (issue 29): no plane, no timing.
+"""bench_calibration's and bench_worker's accounting of the worker's own requests (issue 29): no plane, no timing.
 
 The worker counts its requests in its own process (``client.RequestCounts``) and writes them to
 a file when signalled; the benchmark takes the difference around the calibration and reports it
@@ -13,13 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_calibration import (
-    HistoryStats,
-    Report,
-    WorkerCounts,
-    _read_counts,
-    _write_counts,
-)
+from benchmarks.bench_calibration import HistoryStats, Report
+from benchmarks.bench_worker import WorkerCounts, read_counts, write_counts
 from orchestrator.kube.client import RequestCounts
 
 CAPI = "https://h:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/scale"
@@ -58,17 +53,17 @@ def _send(
 def test_the_run_is_what_the_worker_counted_between_two_files(tmp_path: Path) -> None:
     counts = RequestCounts()
     path = tmp_path / "requests.json"
-    assert _read_counts(path) is None  # not written yet: the benchmark keeps waiting
+    assert read_counts(path) is None  # not written yet: the benchmark keeps waiting
     _send(counts, "GET", f"{CAPI}/clusters?limit=500", b"x" * 100)  # the start's LIST
-    _write_counts(path, 1, counts)
-    before = _read_counts(path)
+    write_counts(path, 1, counts)
+    before = read_counts(path)
     assert before is not None and before.seq == 1
     for _ in range(3):
         _send(counts, "GET", f"{CAPI}/clusters/s001", b"y" * 10)
     _send(counts, "PATCH", f"{CAPI}/clusters/s001", b"z" * 20, headers={"Content-Type": "x"})
     _send(counts, "PATCH", f"{CAPI}/clusters/s001", b"c" * 5, status=409)
-    _write_counts(path, 2, counts)
-    after = _read_counts(path)
+    write_counts(path, 2, counts)
+    after = read_counts(path)
     assert after is not None
     run = after - before
     assert run.requests == Counter({("GET", "clusters"): 3, ("PATCH", "clusters"): 2})

@@ -15,7 +15,7 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.bench_calibration import start_bench_worker
+from benchmarks.bench_worker import start_bench_worker
 from infra.automation import FleetStack, FleetStackError, stack_config
 from infra.spec import FleetSpecError
 from orchestrator.localplane.plane import LocalPlane
