@@ -369,7 +369,8 @@ class KubeAccess:
 
         When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
         before its next request (``client.run_cancellable``), so it outlives the activity by at
-        most one request timeout. A 403 from the management cluster is ``NotAllowedError``.
+        most one request timeout. A 403 from the management cluster is ``NotAllowedError`` only
+        when it comes again once the API server says it is ready (``_forbidden``).
         """
         cancel = threading.Event()
 
@@ -379,12 +380,24 @@ class KubeAccess:
             except BackendError:
                 raise
             except Exception as err:
+                if status_code(err) != FORBIDDEN:
+                    raise
+                refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
+                if not self._api_server_ready():
+                    raise BackendError(
+                        f"{operation}: {refusal}, while not ready (/readyz): retried"
+                    ) from None
+            # Ready now, but the 403 may predate it: the authorizer's caches sync a moment before
+            # /readyz turns 200, and on a loaded machine that moment is wide (the outage drill's
+            # `get clusters` was refused, then /readyz said 200). A refused request did nothing,
+            # so it is asked once more; a 403 from a ready server is final.
+            try:
+                return fn()
+            except BackendError:
+                raise
+            except Exception as err:
                 if status_code(err) == FORBIDDEN:
                     refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
-                    if not self._api_server_ready():
-                        raise BackendError(
-                            f"{operation}: {refusal}, while not ready (/readyz): retried"
-                        ) from None
                     raise NotAllowedError(f"{operation}: {refusal}") from None
                 raise
 

@@ -218,12 +218,13 @@ def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
     assert caught.value.status == 500 and not isinstance(caught.value, BackendError)
 
 
-def test_403_on_a_management_call_is_not_allowed() -> None:
-    def refuse(dyn: FakeDyn, kind: str, name: str, body: dict[str, Any]) -> None:
-        raise Forbidden()
+def _refuse(dyn: FakeDyn, kind: str, name: str, body: dict[str, Any]) -> None:
+    raise Forbidden()
 
+
+def test_403_on_a_management_call_is_not_allowed() -> None:
     dyn = hooked(topology=False)
-    dyn.before = [refuse]
+    dyn.before = [_refuse, _refuse]  # refused, and refused again when asked once more
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     with pytest.raises(NotAllowedError, match=r"^set_control_plane_version: .* is forbidden"):
         _write(backend, "kcp")
@@ -261,24 +262,37 @@ class Readyz:
 
 
 @pytest.mark.parametrize("ready", [True, False])
-def test_a_403_is_final_only_from_an_api_server_that_says_it_is_ready(ready: bool) -> None:
-    def refuse(dyn: FakeDyn, kind: str, name: str, body: dict[str, Any]) -> None:
-        raise Forbidden()
-
+def test_a_403_is_final_only_when_it_comes_again_from_an_api_server_that_says_it_is_ready(
+    ready: bool,
+) -> None:
     dyn = hooked(topology=False)
-    dyn.before = [refuse]
+    dyn.before = [_refuse, _refuse]
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     readyz = Readyz(ready)
     backend._mgmt = readyz  # the API server as seen right after a restart, or settled
     with pytest.raises(BackendError) as caught:
         _write(backend, "kcp")
     assert readyz.asked == 1
-    if ready:
+    if ready:  # asked again once ready, refused again: a missing permission
         assert isinstance(caught.value, NotAllowedError)
+        assert dyn.before == []
     else:  # its authorizer's caches are not in yet: transient, retried by Temporal
         assert not isinstance(caught.value, NotAllowedError)
         assert "while not ready (/readyz)" in str(caught.value)
         assert classify(caught.value) is caught.value
+        assert dyn.before == [_refuse]  # not asked again here: Temporal retries the activity
+
+
+def test_a_403_from_before_the_api_server_was_ready_is_asked_again_and_answered() -> None:
+    """Refused while the authorizer's caches synced, then /readyz already says 200 (the outage
+    drill on a loaded machine): the request is made once more and goes through."""
+    dyn = hooked(topology=False)
+    dyn.before = [_refuse]
+    backend = RecordingKubeBackend(None, NS, dyn=dyn)
+    readyz = Readyz(True)
+    backend._mgmt = readyz
+    _write(backend, "kcp")
+    assert readyz.asked == 1 and dyn.before == [] and len(dyn.patches) == 1
 
 
 def test_an_invalid_fleet_workload_fails_once_not_five_times() -> None:
