@@ -370,36 +370,32 @@ class KubeAccess:
         When the awaiting activity ends first (timeout, cancellation) the thread is told to stop
         before its next request (``client.run_cancellable``), so it outlives the activity by at
         most one request timeout. A 403 from the management cluster is ``NotAllowedError`` only
-        when it comes again once the API server says it is ready (``_forbidden``).
+        when it comes again once the API server says it is ready.
         """
         cancel = threading.Event()
 
         def body() -> T:
-            try:
-                return fn()
-            except BackendError:
-                raise
-            except Exception as err:
-                if status_code(err) != FORBIDDEN:
+            asked_when_ready = False
+            while True:
+                try:
+                    return fn()
+                except BackendError:
                     raise
-                refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
-                if not self._api_server_ready():
-                    raise BackendError(
-                        f"{operation}: {refusal}, while not ready (/readyz): retried"
-                    ) from None
-            # Ready now, but the 403 may predate it: the authorizer's caches sync a moment before
-            # /readyz turns 200, and on a loaded machine that moment is wide (the outage drill's
-            # `get clusters` was refused, then /readyz said 200). A refused request did nothing,
-            # so it is asked once more; a 403 from a ready server is final.
-            try:
-                return fn()
-            except BackendError:
-                raise
-            except Exception as err:
-                if status_code(err) == FORBIDDEN:
+                except Exception as err:
+                    if status_code(err) != FORBIDDEN:
+                        raise
                     refusal = f"the API server refused it: {_refusal(err) or 'Forbidden'}"
-                    raise NotAllowedError(f"{operation}: {refusal}") from None
-                raise
+                    if asked_when_ready:
+                        raise NotAllowedError(f"{operation}: {refusal}") from None
+                    if not self._api_server_ready():
+                        raise BackendError(
+                            f"{operation}: {refusal}, while not ready (/readyz): retried"
+                        ) from None
+                # Ready now, but the 403 may predate it: the authorizer's caches sync a moment
+                # before /readyz turns 200, and on a loaded machine that moment is wide (the
+                # outage drill's `get clusters` was refused, then /readyz said 200). A refused
+                # request did nothing, so it is made once more; a second 403 is final.
+                asked_when_ready = True
 
         def run() -> T:
             if self._tracer is None:
