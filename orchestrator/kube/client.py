@@ -280,7 +280,7 @@ class RequestCounts:
     read (a watch's as its events arrive; headers and TLS not included); ``refused`` the answers
     of 400 or more, by status too. Thread-safe: the
     worker's calls and the cache's watches run on threads. Per request it costs a URL split
-    and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_calibration``),
+    and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_worker``),
     not by the product, which reports no request counts.
     """
 
