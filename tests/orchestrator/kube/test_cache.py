@@ -385,7 +385,7 @@ class DynFeed(Feed):
 def fleet_cache(dyn: FakeDyn) -> tuple[FleetCache, DynFeed]:
     source = DynFeed(dyn)
     watch = WatchCache(
-        kcache.FLEET_KINDS, source.list, source.watch, backoff=0.01, interrupt=source.closed.set
+        kcache.CACHED_KINDS, source.list, source.watch, backoff=0.01, interrupt=source.closed.set
     )
     return FleetCache(dyn, NS, cache=watch), source
 
