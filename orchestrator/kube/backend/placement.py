@@ -44,8 +44,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.kube import fleetapi
+from orchestrator.kube.backend import inventory
 from orchestrator.kube.backend.access import KubeAccess
-from orchestrator.kube.backend.inventory import FRESH_TIMEOUT
 from orchestrator.kube.backend.port import (
     NotFoundError,
     PlacementDecisionInfo,
@@ -78,7 +78,7 @@ class PlacementWrites(KubeAccess):
         }
         try:
             read = self._cache.current(
-                versions, sync_timeout=SYNC_TIMEOUT, fresh_timeout=FRESH_TIMEOUT
+                versions, sync_timeout=SYNC_TIMEOUT, fresh_timeout=inventory.FRESH_TIMEOUT
             )
         except CacheNotSynced as err:
             log.warning("%s: the placement writer LISTs instead", err)
