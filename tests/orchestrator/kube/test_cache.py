@@ -481,6 +481,30 @@ def test_a_watch_that_keeps_failing_makes_readers_list_until_it_is_back() -> Non
         cache.stop()
 
 
+def test_a_kind_a_reader_does_not_read_never_holds_it_up() -> None:
+    """A failing PlacementDecision watch (a ClusterRole without it) sends only the writer to LIST.
+
+    The inventory reads five kinds and the placement writer two: each waits for, and is told
+    about, only its own.
+    """
+    dyn = fleet(1)
+    cache, source = fleet_cache(dyn)
+    cache.start()
+    try:
+        cache.objects(sync_timeout=WAIT)
+        for _ in range(kcache.LAG_AFTER):
+            source.push(fleetapi.PLACEMENT_DECISION, ApiError(403))
+        wait_until("lagging", lambda: cache.cache.lagging() == (fleetapi.PLACEMENT_DECISION,))
+        assert len(cache.objects(sync_timeout=WAIT)[0].fleet_workloads) == 3
+        now = {k: cache.cache.version(k) for k in kcache.PLACEMENT_KINDS}
+        with pytest.raises(CacheNotSynced, match="the watch of PlacementDecision keeps failing"):
+            cache.current(now, sync_timeout=WAIT)
+        assert [len(v) for v in cache.current({fleetapi.FLEET_WORKLOAD: "1"}).values()] == [3]
+    finally:
+        cache.stop()
+        source.closed.set()
+
+
 def test_the_backend_reads_its_own_version_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A taint (a Cluster patch) is seen by the next inventory read: it waits for the watch."""
     monkeypatch.setattr(backend_inventory, "FRESH_TIMEOUT", 5.0)
