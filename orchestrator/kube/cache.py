@@ -83,6 +83,10 @@ WATCH_TIMEOUT = 300  # seconds a watch stays open before it is opened again (cli
 LAG_AFTER = 3
 BACKOFF = 0.5
 MAX_BACKOFF = 30.0
+# Server-side timeout of a watch opened only to ask for a bookmark (``wait_for(ask=True)``):
+# kube-apiserver sends a watcher a BOOKMARK 2 s before its timeout (else about once a minute),
+# so a 3-s watch brings one after about a second.
+ASK_TIMEOUT = 3
 
 
 class CacheNotSynced(TimeoutError):
@@ -175,6 +179,7 @@ class WatchCache:
         self._threads: list[threading.Thread] = []
         self.lists = dict.fromkeys(self._kinds, 0)  # LISTs made per kind (tests and metrics)
         self.watches = dict.fromkeys(self._kinds, 0)  # watches opened per kind
+        self.asks = dict.fromkeys(self._kinds, 0)  # short watches opened to ask for a bookmark
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -229,14 +234,19 @@ class WatchCache:
         wanted = self._kinds if kinds is None else tuple(kinds)
         self._wait(lambda: all(self._stores[k].synced for k in wanted), timeout, "synced")
 
-    def wait_for(self, versions: Mapping[Hashable, str], timeout: float) -> None:
+    def wait_for(
+        self, versions: Mapping[Hashable, str], timeout: float, *, ask: bool = False
+    ) -> None:
         """Return once each kind's store has seen its resourceVersion in ``versions``.
 
         Read-your-writes: after a write that returned resourceVersion R, a reader that waits for
-        R sees that write (and everything before it of that kind). A consistent read: given the
-        resourceVersion a LIST of the kind was answered at (``client.collection_version``), a
-        store that reaches it holds everything that LIST would have returned. ``CacheNotSynced``
-        after ``timeout`` s.
+        R sees that write (and everything before it of that kind): its event comes. A consistent
+        read: given the resourceVersion a LIST of the kind was answered at
+        (``client.collection_version``), a store that reaches it holds everything that LIST
+        would have returned. That version is etcd's revision, which every kind's writes move:
+        a store whose kind did not change gets there only by a BOOKMARK, so with ``ask`` the
+        cache asks for one (``_ask``) for each kind that is behind. ``CacheNotSynced`` after
+        ``timeout`` s.
         """
 
         def reached() -> bool:
@@ -245,7 +255,68 @@ class WatchCache:
                 for k, v in versions.items()
             )
 
+        if ask:
+            deadline = time.monotonic() + timeout
+            with self._changed:
+                behind = {
+                    k: v
+                    for k, v in versions.items()
+                    if self._stores[k].synced and not version_reached(self._stores[k].version, v)
+                }
+            for kind, version in behind.items():
+                threading.Thread(
+                    target=self._ask,
+                    args=(kind, version, deadline),
+                    name=f"{self._name}-ask-{kind}",
+                    daemon=True,
+                ).start()
         self._wait(reached, timeout, f"at {dict(versions)}")
+
+    def _ask(self, kind: Hashable, want: str, deadline: float) -> None:
+        """Ask the server whether the store of ``kind`` is complete up to ``want``; if so, move it.
+
+        The client-side counterpart of the API server's progress request to etcd: a short watch
+        of the kind from the store's version (``ASK_TIMEOUT``). Its events are every change of
+        the kind since that version, in order, and a BOOKMARK at version B says no other change
+        up to B exists. Once the store (fed by its own watch, which delivers the same events)
+        has the last of those events, it holds the kind as it was at B, so its version may move
+        to B. A bookmark short of ``want``, an error or a stream that ends first moves nothing:
+        the reader's wait runs out and it LISTs.
+        """
+        with self._changed:
+            store = self._stores[kind]
+            start = store.version
+        last = start
+        self.asks[kind] += 1
+        try:
+            for event in self._watch(kind, start, ASK_TIMEOUT):
+                obj = event.get("object")
+                kind_of_event = event.get("type")
+                if not isinstance(obj, dict) or kind_of_event == "ERROR":
+                    return
+                version = str(object_meta(obj).get("resourceVersion") or "")
+                if kind_of_event != "BOOKMARK":
+                    last = version or last
+                elif version_reached(version, want):
+                    self._move(kind, last, version, deadline)
+                    return
+                if self._stopping.is_set() or time.monotonic() > deadline:
+                    return
+        except Exception as err:
+            log.info("%s: asking for a bookmark of %s: %s", self._name, kind, err)
+
+    def _move(self, kind: Hashable, last: str, version: str, deadline: float) -> None:
+        """Once the store of ``kind`` has reached ``last``, move it to ``version`` (``_ask``)."""
+        with self._changed:
+            store = self._stores[kind]
+            while not version_reached(store.version, last):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping.is_set():
+                    return
+                self._changed.wait(left)
+            if not version_reached(store.version, version):
+                store.version = version
+            self._changed.notify_all()
 
     def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -533,7 +604,7 @@ class FleetCache:
         ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s), or at once while a
         kind is ``lagging``: the caller LISTs.
         """
-        kinds = self._read(FLEET_KINDS, fresh or {}, sync_timeout, fresh_timeout)
+        kinds = self._read(FLEET_KINDS, fresh or {}, sync_timeout, fresh_timeout, ask=False)
         classes, clusters, control_planes, machine_deployments, workloads = (
             kinds[k] for k in FLEET_KINDS
         )
@@ -553,10 +624,13 @@ class FleetCache:
 
         ``versions`` are what a consistent read of each collection was answered at
         (``client.collection_version``): what is returned is then at least as new as a LIST of
-        it made at that moment. ``CacheNotSynced`` as ``objects`` says: the caller LISTs.
+        it made at that moment. Those are etcd revisions, which other kinds' writes move too, so
+        a store that is behind asks the server for a bookmark (``WatchCache.wait_for(ask=True)``)
+        rather than wait for its kind's next change. ``CacheNotSynced`` as ``objects`` says: the
+        caller LISTs.
         """
         fresh: dict[Hashable, str] = dict(versions)
-        kinds = self._read(tuple(fresh), fresh, sync_timeout, fresh_timeout)
+        kinds = self._read(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
         return {kind: kinds[kind] for kind in versions}
 
     def _read(
@@ -565,6 +639,8 @@ class FleetCache:
         fresh: Mapping[Hashable, str],
         sync_timeout: float,
         fresh_timeout: float,
+        *,
+        ask: bool,
     ) -> dict[Hashable, list[Obj]]:
         """``kinds``' objects at one instant, once synced, not lagging and at ``fresh``."""
         self.cache.wait_synced(sync_timeout, kinds)
@@ -573,5 +649,5 @@ class FleetCache:
             named = ", ".join(str(k[1]) if isinstance(k, tuple) else str(k) for k in behind)
             raise CacheNotSynced(f"fleet-cache: the watch of {named} keeps failing")
         if fresh:
-            self.cache.wait_for(fresh, fresh_timeout)
+            self.cache.wait_for(fresh, fresh_timeout, ask=ask)
         return self.cache.snapshot(kinds)

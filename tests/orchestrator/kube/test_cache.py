@@ -49,11 +49,18 @@ def event(kind: str, o: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Feed:
-    """Scripted sources: ``lists[kind]`` is popped per LIST (the last one repeats)."""
+    """Scripted sources: ``lists[kind]`` is popped per LIST (the last one repeats).
+
+    A watch of ``ASK_TIMEOUT`` (the cache asking for a bookmark) is answered by ``answer``:
+    the events it yields, given the kind and the version it starts from (default: none, the
+    stream ends at once, as a server that sends no bookmark).
+    """
 
     lists: dict[Hashable, list[Any]] = field(default_factory=dict)
     events: dict[Hashable, queue.Queue[Any]] = field(default_factory=dict)
     watched_from: list[tuple[Hashable, str]] = field(default_factory=list)
+    asked_from: list[tuple[Hashable, str]] = field(default_factory=list)
+    answer: Callable[[Hashable, str], list[Any]] = lambda kind, version: []
     closed: threading.Event = field(default_factory=threading.Event)
 
     def list(self, kind: Hashable) -> tuple[list[dict[str, Any]], str]:
@@ -65,6 +72,13 @@ class Feed:
         return [dict(o) for o in items], version
 
     def watch(self, kind: Hashable, version: str, timeout: int) -> Iterator[dict[str, Any]]:
+        if timeout == kcache.ASK_TIMEOUT:
+            self.asked_from.append((kind, version))
+            for item in self.answer(kind, version):
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+            return
         self.watched_from.append((kind, version))
         events = self.events.setdefault(kind, queue.Queue())
         while not self.closed.is_set():
@@ -272,6 +286,77 @@ def test_waiting_for_a_version_returns_once_seen_and_times_out_otherwise(feed: F
 )  # fmt: skip
 def test_version_reached(have: str, want: str, reached: bool) -> None:
     assert version_reached(have, want) is reached
+
+
+def bookmark(version: str) -> dict[str, Any]:
+    return event("BOOKMARK", {"metadata": {"resourceVersion": version}})
+
+
+# (what the short watch answers, what the cache's own watch delivers meanwhile, the store's
+# version after the wait, whether the wait for "12" returns)
+ASKS = [
+    pytest.param([bookmark("12")], [], "12", True, id="no change: moved to the bookmark"),
+    pytest.param([bookmark("15")], [], "15", True, id="a bookmark past the version"),
+    pytest.param(
+        [event("MODIFIED", obj("a", "9")), bookmark("12")],
+        [event("MODIFIED", obj("a", "9"))],
+        "12",
+        True,
+        id="a change: moved once the store has it",
+    ),
+    pytest.param(
+        [event("MODIFIED", obj("a", "9")), bookmark("12")],
+        [],
+        "7",
+        False,
+        id="a change the store has not heard of: not moved",
+    ),
+    pytest.param([bookmark("10")], [], "7", False, id="a bookmark short of the version"),
+    pytest.param([], [], "7", False, id="no bookmark"),
+    pytest.param([GONE_EVENT], [], "7", False, id="410"),
+    pytest.param([ApiError(500)], [], "7", False, id="an error"),
+]
+
+
+@pytest.mark.parametrize(("answer", "delivered", "version", "reached"), ASKS)
+def test_asking_for_a_bookmark_moves_a_store_only_as_far_as_the_server_vouches(
+    feed: Feed,
+    answer: list[Any],
+    delivered: list[dict[str, Any]],
+    version: str,
+    reached: bool,
+) -> None:
+    """A consistent read's version is etcd's revision: the store of a quiet kind must ask.
+
+    The store is at 7 and a reader waits for 12 (another kind's writes moved the revision).
+    """
+    feed.lists["A"] = [([obj("a", "3")], "7")]
+    feed.answer = lambda kind, start: answer if (kind, start) == ("A", "7") else []
+    cache = started(feed)
+    try:
+        for item in delivered:
+            threading.Timer(0.05, feed.push, ("A", item)).start()
+        if reached:
+            cache.wait_for({"A": "12"}, WAIT, ask=True)
+        else:
+            with pytest.raises(CacheNotSynced):
+                cache.wait_for({"A": "12"}, 0.3, ask=True)
+        assert cache.version("A") == version
+        assert feed.asked_from == [("A", "7")] and cache.asks == {"A": 1}
+        assert names(cache) == ({"a": "9"} if delivered else {"a": "3"})
+        assert cache.lists == {"A": 1}
+    finally:
+        cache.stop()
+
+
+def test_a_store_at_the_version_asks_nothing(feed: Feed) -> None:
+    feed.lists["A"] = [([obj("a", "3")], "7")]
+    cache = started(feed)
+    try:
+        cache.wait_for({"A": "7"}, 0.01, ask=True)
+        assert feed.asked_from == []
+    finally:
+        cache.stop()
 
 
 def test_managed_fields_and_last_applied_are_dropped_from_listed_and_watched_objects(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,31 +68,33 @@ def stored_fleet() -> FakeDyn:
     return dyn
 
 
-def catch_up(dyn: FakeDyn, source: DynFeed, cache: FleetCache) -> None:
-    """What the server's watches send the cache: every change since, in order, then a bookmark.
-
-    Per kind the writer reads: objects new or changed since the store (ADDED/MODIFIED), objects
-    gone (DELETED), then a BOOKMARK at the server's current resourceVersion.
+def changes(dyn: FakeDyn, cache: FleetCache, kind: tuple[str, str]) -> list[dict[str, Any]]:
+    """What the server's watch of ``kind`` sends from the cache's store on: every change since,
+    in order (objects new or changed: ADDED/MODIFIED, objects gone: DELETED), then a BOOKMARK
+    at the server's current resourceVersion.
     """
+    held = {o["metadata"]["name"]: o for o in cache.cache.snapshot((kind,))[kind]}
+    live = dyn.objects.get(kind[1], {})
+    events: list[tuple[int, dict[str, Any]]] = []
+    for (_, name), obj in live.items():
+        was = held.get(name)
+        version = obj["metadata"]["resourceVersion"]
+        if was is None or was["metadata"]["resourceVersion"] != version:
+            change = "ADDED" if was is None else "MODIFIED"
+            events.append((int(version), {"type": change, "object": copy.deepcopy(obj)}))
+    for name, obj in held.items():
+        if (NS, name) not in live:
+            gone = copy.deepcopy(obj)
+            gone["metadata"]["resourceVersion"] = str(dyn.rv)
+            events.append((dyn.rv, {"type": "DELETED", "object": gone}))
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(dyn.rv)}}}
+    return [e for _, e in sorted(events, key=lambda e: e[0])] + [bookmark]
+
+
+def catch_up(dyn: FakeDyn, source: DynFeed, cache: FleetCache) -> None:
+    """The cache's watches deliver what the server holds (``changes``)."""
     for kind in PLACEMENT_KINDS:
-        held = {o["metadata"]["name"]: o for o in cache.cache.snapshot((kind,))[kind]}
-        live = dyn.objects.get(kind[1], {})
-        events: list[tuple[int, dict[str, Any]]] = []
-        for (_, name), obj in live.items():
-            was = held.get(name)
-            version = obj["metadata"]["resourceVersion"]
-            if was is None or was["metadata"]["resourceVersion"] != version:
-                change = "ADDED" if was is None else "MODIFIED"
-                events.append((int(version), {"type": change, "object": copy.deepcopy(obj)}))
-        for name, obj in held.items():
-            if (NS, name) not in live:
-                gone = copy.deepcopy(obj)
-                gone["metadata"]["resourceVersion"] = str(dyn.rv)
-                events.append((dyn.rv, {"type": "DELETED", "object": gone}))
-        for _, event in sorted(events, key=lambda e: e[0]):
-            source.push(kind, event)
-        bookmark = {"metadata": {"resourceVersion": str(dyn.rv)}}
-        source.push(kind, {"type": "BOOKMARK", "object": bookmark})
+        source.push(kind, *changes(dyn, cache, kind))
 
 
 @dataclass
@@ -105,6 +107,16 @@ class Worker:
     source: DynFeed
     monkeypatch: pytest.MonkeyPatch
     timers: list[threading.Timer] = field(default_factory=list)
+
+    def answer_asks(self) -> None:
+        """Answer the cache's asks for a bookmark as kube-apiserver does (``changes``)."""
+
+        def answer(kind: Hashable, start: str) -> list[Any]:
+            assert isinstance(kind, tuple)
+            assert start == self.cache.cache.version(kind)
+            return changes(self.dyn, self.cache, kind)
+
+        self.source.answer = answer
 
     def patience(self, seconds: float) -> None:
         """How long a read waits for the cache before it LISTs (``FRESH_TIMEOUT``)."""
@@ -204,6 +216,26 @@ def test_a_cache_that_does_not_catch_up_in_time_is_passed_by_for_a_list(worker: 
     assert dyn.writes == []
 
 
+def test_a_cache_whose_kinds_did_not_change_asks_for_a_bookmark_and_is_read(
+    worker: Worker,
+) -> None:
+    """Another kind's write moves the revision: the stores ask and are vouched for at once."""
+    dyn = worker.dyn
+    worker.answer_asks()
+    worker.patience(WAIT)
+    dyn.resources.get(*capi.CLUSTER).patch(
+        {"metadata": {"labels": {"x": "y"}}}, "c000", NS, "application/merge-patch+json"
+    )
+    unchanged = [_info(n, STORED[n], _version(dyn, n)) for n in WORKLOADS]
+    assert worker.write(unchanged) == PlacementWrite((), ())
+    assert _bulk_lists(dyn) == {} and dyn.writes == []
+    assert {k for k, _ in worker.source.asked_from} == set(PLACEMENT_KINDS)
+    assert len(worker.source.asked_from) == len(PLACEMENT_KINDS)
+    assert {k: worker.cache.cache.version(k) for k in PLACEMENT_KINDS} == dict.fromkeys(
+        PLACEMENT_KINDS, str(dyn.rv)
+    )
+
+
 def test_a_backend_without_a_cache_lists_and_probes_nothing() -> None:
     dyn = stored_fleet()
     backend = KubeFleetBackend(None, NS, dyn=dyn)
@@ -296,17 +328,22 @@ def _writes(dyn: FakeDyn) -> list[tuple[str, str, str]]:
     return [(verb, kind, name) for verb, kind, name, _ in dyn.writes]
 
 
-@pytest.mark.parametrize("delivered", [False, True], ids=["watch silent", "watch late"])
+@pytest.mark.parametrize(
+    ("delivered", "answered"),
+    [(False, False), (True, False), (False, True)],
+    ids=["watch silent", "watch late", "watch silent, asks answered"],
+)
 @pytest.mark.parametrize("case", STALE)
 def test_a_stale_cache_never_skips_a_needed_write_nor_writes_a_stale_decision(
-    worker: Worker, case: Stale, delivered: bool
+    worker: Worker, case: Stale, delivered: bool, answered: bool
 ) -> None:
     """Each change is made on the server behind the cache's back, after the inventory read.
 
     The decisions are those computed from what the cache held (its versions); the outcome and
     the writes must be those of a writer that LISTs fresh, over the same server: whether the
     watch delivers the change while the writer waits (read from the cache) or stays silent
-    (the wait runs out and the writer LISTs).
+    (the wait runs out and the writer LISTs), even when the server answers the cache's asks
+    for a bookmark (the answer names the change the store has not had: it is not moved).
     """
     versions = {n: _version(worker.dyn, n) for n in WORKLOADS}  # the inventory's read
     reference = stored_fleet()
@@ -321,6 +358,8 @@ def test_a_stale_cache_never_skips_a_needed_write_nor_writes_a_stale_decision(
     case.change(worker.dyn)
     worker.dyn.writes.clear()
     worker.dyn.lists.clear()  # the other writer's
+    if answered:
+        worker.answer_asks()
     if delivered:
         worker.patience(WAIT)
         worker.catch_up_later()
