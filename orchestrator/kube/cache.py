@@ -40,6 +40,18 @@ hold); the managedFields and last-applied readers (``apiusage``, ``domain.stored
 workload clusters' objects, never these. Everything else (spec, status) is kept: the rules in
 ``fleetmap`` read both.
 
+**Asking for a bookmark** (``wait_for(ask=True)``, the placement writer's consistent read): a
+reader that waits for the resourceVersion a LIST of the kind was just answered at waits for
+etcd's revision, which every kind's writes move; a store whose own kind did not change reaches
+it only by a BOOKMARK, which kube-apiserver sends a watcher about once a minute and 2 s before
+the watch's timeout. So the store asks: a watch of ``ASK_TIMEOUT`` (3 s) from its version, whose
+bookmark comes after about a second, carrying the API server's watch-cache revision (which the
+consistent LIST has just brought up to etcd's, v1.34 and later). The events before it are
+every change of the kind since the store's version; once the store has had them from its own
+watch, it is complete up to the bookmark and its version moves there. An answer that is short,
+fails or names changes the store never gets moves nothing: the reader's wait runs out and it
+LISTs.
+
 The sources are injected: the cache takes a ``list`` function (kind -> objects and the list's
 resourceVersion) and a ``watch`` function (kind, resourceVersion, timeout -> events), so it is
 tested with fake streams and no network; ``kube_list``/``kube_watch`` are the real ones and

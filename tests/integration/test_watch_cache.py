@@ -6,7 +6,8 @@
   the backend's client is counted by one hook on ``call_api`` (``client.observe_requests``).
 * The placement writer reads what it compares with from the cache once the cache has reached
   the collections' current versions (two LISTs of ``limit=1``), while another kind's writes
-  move the revision: no whole LIST of FleetWorkloads or PlacementDecisions, within
+  move the revision: its stores ask the real server for a bookmark (a 3-s watch) and are
+  vouched for, so no whole LIST of FleetWorkloads or PlacementDecisions, within
   ``FRESH_TIMEOUT``.
 * The real watch: reopened from its resourceVersion when the server ends it (no LIST), and a
   resourceVersion the server has forgotten answered 410, after which the cache LISTs again.
@@ -232,7 +233,9 @@ def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
     Between writes a Cluster is relabelled (another kind's write moves the revision every LIST
     reports, as CAPI's status writes do during a rollout): the writer's probes report that
     revision, and its stores of FleetWorkloads and PlacementDecisions, which saw no change of
-    their own, must still reach it within ``FRESH_TIMEOUT`` - or the writer LISTs them whole.
+    their own, must still reach it within ``FRESH_TIMEOUT`` - by asking for a bookmark (the
+    server's side of ``WatchCache._ask``: a bookmark 2 s before a 3-s watch ends, at the watch
+    cache's revision, which the probe brought up to etcd's) - or the writer LISTs them whole.
     """
     apply_all(dyn, [_workload("cached-probe", 1)])
     requests = Requests()
@@ -271,6 +274,9 @@ def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
             assert took < backend_inventory.FRESH_TIMEOUT, f"waited {took:.1f}s"
         assert requests.lists(PLACEMENT) == lists, "compared from memory, no whole LIST"
         assert requests.probes() == {"fleetworkloads": 4, "placementdecisions": 4}
+        assert backend._cache is not None
+        asks = backend._cache.cache.asks
+        print(f"\n[watch cache] asks for a bookmark: {asks}")
     finally:
         backend.close()
 

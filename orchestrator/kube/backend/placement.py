@@ -24,7 +24,9 @@
   the fleet. With one, the backend first asks each collection for its current resourceVersion
   (``fleetapi.probe_version``: a LIST of ``limit=1``, a consistent read, one object), waits
   until the cache's store of that kind has reached it (``FleetCache.current``, the same
-  integer comparison and wait as the inventory's read-your-writes, at most ``FRESH_TIMEOUT``),
+  integer comparison and wait as the inventory's read-your-writes, at most ``FRESH_TIMEOUT``;
+  that version is etcd's revision, which every kind's writes move, so a store whose own kind
+  did not change asks the server for a bookmark: ``cache.WatchCache.wait_for(ask=True)``),
   and reads the objects from memory: everything a LIST made at that moment would return. A
   cache that is not synced, lagging or not there in time is passed by: the two LISTs, fresh,
   never stale. PlacementDecisions are a cached kind for this (not read one by one for the
