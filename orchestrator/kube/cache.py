@@ -34,10 +34,11 @@ readers must not change them either).
 and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a whole copy of the
 object as last ``kubectl apply``-ed). That is safe because nothing that reads these objects
 looks at either: ``orchestrator.kube.fleetmap``, ``capi`` and ``fleetapi`` read metadata's name,
-namespace, uid, labels, generation, resourceVersion, deletionTimestamp and (a PlacementDecision's)
-ownerReferences, and of the annotations only named keys of their own (taints, the observed-usage record, CAPI's defer and
-hold); the managedFields and last-applied readers (``apiusage``, ``domain.storedscan``) read
-workload clusters' objects, never these. Everything else (spec, status) is kept: the rules in
+namespace, uid, labels, generation, resourceVersion, deletionTimestamp and (a
+PlacementDecision's) ownerReferences, and of the annotations only named keys of their own
+(taints, the observed-usage record, CAPI's defer and hold); the managedFields and
+last-applied readers (``apiusage``, ``domain.storedscan``) read workload clusters' objects,
+never these. Everything else (spec, status) is kept: the rules in
 ``fleetmap`` read both.
 
 **Asking for a bookmark** (``wait_for(ask=True)``, the placement writer's consistent read): a

@@ -304,10 +304,10 @@ class RequestCounts:
     read (a watch's as its events arrive; headers and TLS not included); ``refused`` the answers
     of 400 or more, by status too; ``probes`` the LISTs among ``requests`` that are version
     probes (``limit=1``: ``collection_version``), so a LIST count tells bulk reads from probes
-    while staying what the API server's own metrics count (a probe is a LIST there). Thread-safe: the
-    worker's calls and the cache's watches run on threads. Per request it costs a URL split
-    and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_worker``),
-    not by the product, which reports no request counts.
+    while staying what the API server's own metrics count (a probe is a LIST there).
+    Thread-safe: the worker's calls and the cache's watches run on threads. Per request it
+    costs a URL split and a lock; installed by the calibration benchmark's worker
+    (``benchmarks.bench_worker``), not by the product, which reports no request counts.
     """
 
     def __init__(self) -> None:

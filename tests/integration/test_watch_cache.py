@@ -58,7 +58,14 @@ pytestmark = pytest.mark.integration
 NS = "calibrator-cache"
 FOLLOW_TIMEOUT = 30.0  # seconds for the cache to show a change (the watch takes milliseconds)
 DELETE_TIMEOUT = 300
-CACHED = {"clusterclasses", "clusters", "kubeadmcontrolplanes", "machinedeployments", "fleetworkloads", "placementdecisions"}  # fmt: skip
+CACHED = {
+    "clusterclasses",
+    "clusters",
+    "kubeadmcontrolplanes",
+    "machinedeployments",
+    "fleetworkloads",
+    "placementdecisions",
+}
 PLACEMENT = {"fleetworkloads", "placementdecisions"}  # what the placement writer reads
 INVENTORY = CACHED - {"placementdecisions"}  # what the inventory reads
 INCREMENTS = 8  # per worker
