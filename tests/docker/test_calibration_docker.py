@@ -33,14 +33,6 @@ from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_capd_capacity import container_stats
 from benchmarks.bench_capd_docker import NS, create_and_time
-from benchmarks.bench_kind_fleet import (
-    APP,
-    APP_NS,
-    COREDNS_TARGET_IMAGE,
-    MIN_AVAILABLE,
-    REPLICAS,
-    app_objects,
-)
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
@@ -49,6 +41,14 @@ from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, machines, wait_for
 from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workload_objects import (
+    APP,
+    APP_NS,
+    COREDNS_TARGET_IMAGE,
+    MIN_AVAILABLE,
+    REPLICAS,
+    app_objects,
+)
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
 from workflows import search_attributes
 from workflows.client import start_calibration, status

@@ -39,7 +39,6 @@ from kubernetes import client
 from typer.testing import CliRunner
 
 from benchmarks.bench_capd_docker import CNI_LABEL, NS, observe, prepare
-from benchmarks.bench_kind_fleet import APP, APP_NS, app_objects
 from orchestrator.cli.main import app
 from orchestrator.domain.observed_record import OBSERVED_ANNOTATION, record_of
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
@@ -53,6 +52,7 @@ from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, machines, patch, wait_for
 from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workload_objects import APP, APP_NS, app_objects
 from workflows import search_attributes
 from workflows.client import retry, start_calibration, status
 from workflows.model import (
