@@ -50,7 +50,6 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
@@ -316,10 +315,6 @@ async def run_cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-async def dev_server() -> WorkflowEnvironment:
-    return await start_dev_server()
-
-
 async def wait_attempts(temporal: Client, workflow_id: str) -> list[int]:
     """The attempt number of every rollout wait a child's history records (1 = no retry)."""
     history = await temporal.get_workflow_handle(workflow_id).fetch_history()
@@ -386,7 +381,7 @@ class StuckReport:
 async def _stuck_run(
     plane: LocalPlane, dyn: DynamicClient, backend: RecordingKubeBackend
 ) -> StuckReport:
-    env = await dev_server()
+    env = await start_dev_server()
     times: dict[str, float] = {}
     acks: dict[str, str] = {}
     try:
@@ -581,7 +576,7 @@ def hold_rollouts(dyn: DynamicClient, hold: bool) -> None:
 async def _outage_run(
     plane: LocalPlane, dyn: DynamicClient, backend: RecordingKubeBackend
 ) -> OutageReport:
-    env = await dev_server()
+    env = await start_dev_server()
     during: list[CalibrationProgress] = []
     down_seconds = rewatch_seconds = 0.0
     try:
