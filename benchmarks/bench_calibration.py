@@ -51,7 +51,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,6 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_worker import Kinds, start_bench_worker, worker_counts, worker_ready
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
@@ -71,10 +69,9 @@ from testkit.capd_fleet import (
     fleet_layout,
     observe,
     provision,
-    temporal_binary,
     wait_available,
 )
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 from workflows.client import ControlError, start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -85,7 +82,6 @@ from workflows.model import (
     PlanInput,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 
 HISTORY_EVENT_LIMIT = 51_200  # Temporal's hard limit per run
 STUCK = (Phase.HALTED, Phase.AWAITING_DECISIONS, Phase.FAILED, Phase.ABORTED)
@@ -459,12 +455,7 @@ async def calibrate_fleet(
     """
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=temporal_binary(),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     worker: subprocess.Popen[bytes] | None = None
     scratch = tempfile.TemporaryDirectory(prefix="bench-worker-")
     counts_file = Path(scratch.name) / "requests.json"

@@ -32,7 +32,6 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,6 @@ import yaml
 from kubernetes import client
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_calibration import STUCK, Sampler
 from orchestrator.domain.taints import SCHEDULABLE_LABEL
@@ -54,13 +52,11 @@ from testkit.capd_fleet import (
     TARGET,
     observe,
     provision,
-    temporal_binary,
     wait_available,
 )
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 from workflows.client import start_calibration, status
 from workflows.model import CalibrationInput, CalibrationOptions, Phase, Timeouts
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 # The worker's client under faults: 4 s per attempt, so an answer held 6 s is a timeout.
@@ -207,12 +203,7 @@ async def calibrate_through_proxy(
         retry_after=RETRY_AFTER,
         version_write_faults=SCRIPTED if rate else (),
     ).start()
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=temporal_binary(),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     try:
         worker_api = api_client(proxy.kubeconfig(workdir / "worker-kubeconfig", token))
         backend = CountingBackend(worker_api, namespace, requests=REQUESTS)

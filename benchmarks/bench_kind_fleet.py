@@ -61,14 +61,19 @@ from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.components import REPO_ROOT
 from orchestrator.localplane.dockerapi import load_archive
 from orchestrator.localplane.dockerengine import DockerEngine
+from testkit.workload_objects import (
+    APP,
+    APP_NS,
+    COREDNS_TARGET_IMAGE,
+    MIN_AVAILABLE,
+    REPLICAS,
+    app_objects,
+)
 from workflows.client import status
 from workflows.model import ClusterState, Phase, StepState
 from workflows.payloads import DATA_CONVERTER
 
 START, TARGET = "v1.34.12", "v1.35.8"
-COREDNS_TARGET_IMAGE = "registry.k8s.io/coredns/coredns:v1.13.1"  # kubeadm v1.35's CoreDNS
-APP, APP_NS, REPLICAS, MIN_AVAILABLE = "pause", "default", 2, 1
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # in both node images; nothing can be pulled
 WORKER_NS, WORKER_LABEL = "calibrator-system", "app.kubernetes.io/component=worker"
 SAMPLE_REQUESTS = RequestPolicy(timeout=5.0, attempts=1)
 SAMPLE_EVERY = 2.0
@@ -188,29 +193,6 @@ def fleet_workload() -> dict[str, Any]:
             "placement": {"clusterAffinity": {"matchLabels": dict(CNI_LABEL)}},
         },
     }
-
-
-def app_objects() -> tuple[client.V1Deployment, client.V1PodDisruptionBudget]:
-    labels = {"app": APP}
-    container = client.V1Container(name=APP, image=PAUSE_IMAGE, image_pull_policy="Never")
-    deployment = client.V1Deployment(
-        metadata=client.V1ObjectMeta(name=APP, namespace=APP_NS),
-        spec=client.V1DeploymentSpec(
-            replicas=REPLICAS,
-            selector=client.V1LabelSelector(match_labels=labels),
-            template=client.V1PodTemplateSpec(
-                metadata=client.V1ObjectMeta(labels=labels),
-                spec=client.V1PodSpec(containers=[container], termination_grace_period_seconds=5),
-            ),
-        ),
-    )
-    pdb = client.V1PodDisruptionBudget(
-        metadata=client.V1ObjectMeta(name=APP, namespace=APP_NS),
-        spec=client.V1PodDisruptionBudgetSpec(
-            min_available=MIN_AVAILABLE, selector=client.V1LabelSelector(match_labels=labels)
-        ),
-    )
-    return deployment, pdb
 
 
 def calibrator(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

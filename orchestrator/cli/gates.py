@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.output import EXIT_FOUND
 
 if TYPE_CHECKING:
+    from orchestrator.domain.calibration import CalibrationPlan
     from orchestrator.domain.drift import ClusterDrift, DriftReport
-    from orchestrator.planning import CalibrationPlan
 
 
 class CheckFailOn(StrEnum):

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.domain.calibration import CalibrationPlan
     from orchestrator.domain.snapshot import FleetSnapshot
     from orchestrator.domain.versions import KubeVersion
-    from orchestrator.planning import CalibrationPlan
 
 
 def target_version(text: str) -> KubeVersion:

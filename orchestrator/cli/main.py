@@ -211,9 +211,9 @@ def drift(
 
     from orchestrator.cli import render
     from orchestrator.cli.gates import drift_hits, finish_gate, parse_drift_conditions
+    from orchestrator.domain.calibration import select_clusters
     from orchestrator.domain.drift import drift_report
     from orchestrator.domain.selectors import parse_selector_string
-    from orchestrator.planning import select_clusters
 
     source = Source(snapshot, kubeconfig, context, namespace, all_namespaces, probe)
     version = inputs.target_version(target) if target else None

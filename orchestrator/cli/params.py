@@ -25,25 +25,29 @@ if TYPE_CHECKING:
     from typer._click import Context
     from typer.core import _TyperParameter
 
-# A value this module leaves to Typer's own coercion.
-_TYPER = object()
+TYPER = object()
+"""What ``plain_value`` returns for a value it leaves to Typer's own coercion.
+
+Public because it is part of ``plain_value``'s answer: its callers (``QuickCommand`` and the
+test that holds the coercion to Typer's) tell it from a coerced value.
+"""
 
 
 def plain_value(param: _TyperParameter, value: object, ctx: Context) -> object:
-    """``value`` coerced as Typer's adapter would for ``param``, or ``_TYPER`` to ask Typer."""
+    """``value`` coerced as Typer's adapter would for ``param``, or ``TYPER`` to ask Typer."""
     from typer._param_types import coerce_cli_choice, coerce_cli_path
 
     desc = param.type_descriptor
     info = desc.parameter_info
     annotation = desc.annotation
     if annotation is str or annotation is bool:
-        return value if type(value) is annotation else _TYPER
+        return value if type(value) is annotation else TYPER
     if annotation is Path and info.path_type is None:
         # pydantic's lax Path validation of a str is Path(str); then the adapter's own checks.
         if type(value) is str:
             value = Path(value)
         if not isinstance(value, Path):
-            return _TYPER
+            return TYPER
         return coerce_cli_path(value, info, path_type=Path, param=param, ctx=ctx)
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         try:
@@ -51,12 +55,16 @@ def plain_value(param: _TyperParameter, value: object, ctx: Context) -> object:
                 value, choices=list(annotation), case_sensitive=info.case_sensitive, ctx=ctx
             )
         except ValueError:
-            return _TYPER  # Typer words the error (through pydantic, as ever)
-    return _TYPER
+            return TYPER  # Typer words the error (through pydantic, as ever)
+    return TYPER
 
 
-def _handled(param: object) -> TypeGuard[_TyperParameter]:
-    """Whether ``plain_value`` may be asked for ``param`` (one plain value, no custom parser)."""
+def handled(param: object) -> TypeGuard[_TyperParameter]:
+    """Whether ``plain_value`` may be asked for ``param`` (one plain value, no custom parser).
+
+    Public because it states ``plain_value``'s precondition: the test that compares the two
+    coercions asks it too, to know that every option of the one-shot commands is covered.
+    """
     desc = getattr(param, "type_descriptor", None)
     if desc is None or not hasattr(param, "_runtime_param"):
         return False
@@ -84,7 +92,7 @@ def _plain_runtime_param() -> type | None:
     class PlainRuntimeParam(RuntimeParam):
         def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
             out = plain_value(param, value, ctx)
-            if out is _TYPER:
+            if out is TYPER:
                 typer_own = build_runtime_param(param.type_descriptor)
                 return typer_own._coerce_value(value, param=param, ctx=ctx)
             return out
@@ -98,7 +106,7 @@ def _plain_params(params: list[Any]) -> None:
     if plain is None:
         return
     for param in params:
-        if _handled(param) and param._runtime_param is None:
+        if handled(param) and param._runtime_param is None:
             desc = param.type_descriptor
             param._runtime_param = plain(
                 parameter_info=desc.parameter_info, annotation=desc.annotation

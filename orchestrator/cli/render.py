@@ -10,10 +10,10 @@ from orchestrator.cli.output import new_table
 if TYPE_CHECKING:  # annotations only: ``place`` need not import planning, drift or Rich
     from rich.console import Console
 
+    from orchestrator.domain.calibration import CalibrationPlan
     from orchestrator.domain.compatibility import Finding
     from orchestrator.domain.drift import DriftReport
     from orchestrator.domain.snapshot import FleetSnapshot
-    from orchestrator.planning import CalibrationPlan
 
 _STATUS_STYLE = {
     "current": "green",

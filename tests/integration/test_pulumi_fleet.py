@@ -7,23 +7,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.dynamic import DynamicClient
-from temporalio.testing import WorkflowEnvironment
 
 from benchmarks.bench_worker import start_bench_worker
 from infra.automation import FleetStack, FleetStackError, stack_config
 from infra.spec import FleetSpecError
 from orchestrator.localplane.plane import LocalPlane
-from testkit.capd_fleet import temporal_binary
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 from workflows.client import start_calibration
 from workflows.model import CalibrationInput, CalibrationProgress, Phase
-from workflows.payloads import DATA_CONVERTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,12 +37,7 @@ def _clusters(dyn: DynamicClient, namespace: str) -> dict[str, dict[str, Any]]:
 
 async def _calibrate(plane: LocalPlane, namespace: str, target: str, selector: str) -> Any:
     """A real FleetCalibration (dev server, worker process) of the selected clusters."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=timedelta(seconds=120),
-        dev_server_existing_path=temporal_binary(),
-        search_attributes=search_attributes.ALL,
-    )
+    env = await start_dev_server()
     task_queue = f"pulumi-{uuid.uuid4().hex[:8]}"
     address = env.client.service_client.config.target_host
     worker = start_bench_worker(address, plane.kubeconfig, task_queue, namespace)

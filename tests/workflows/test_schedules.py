@@ -141,7 +141,7 @@ def _calendar(**fields: tuple[ScheduleRange, ...]) -> ScheduleSpec:
     ],
 )  # fmt: skip
 def test_timetables_read_back_from_the_servers_spec(spec: ScheduleSpec, text: str) -> None:
-    assert schedules._spec(spec) == text
+    assert schedules.spec_text(spec) == text
 
 
 def test_a_machine_without_a_tz_database_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

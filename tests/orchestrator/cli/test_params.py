@@ -11,7 +11,7 @@ from typer._coercion import build_runtime_param
 
 from orchestrator.cli.main import app
 from orchestrator.cli.output import Format
-from orchestrator.cli.params import _TYPER, _handled, plain_value
+from orchestrator.cli.params import TYPER, handled, plain_value
 
 
 def _params() -> list[tuple[str, object]]:
@@ -46,7 +46,7 @@ VALUES: list[object] = [
 )
 def test_plain_coercion_is_typers(label: str, pair: tuple[typer.core.TyperCommand, object]) -> None:
     command, param = pair
-    assert _handled(param), label  # every option of the one-shot commands is a plain one
+    assert handled(param), label  # every option of the one-shot commands is a plain one
     ctx = Context(command)
     typer_own = build_runtime_param(param.type_descriptor)
     for value in VALUES:
@@ -58,8 +58,8 @@ def test_plain_coercion_is_typers(label: str, pair: tuple[typer.core.TyperComman
             except Exception as mine:
                 assert (type(mine), str(mine)) == (type(err), str(err)), (label, value)
                 continue
-            assert refused is _TYPER, (label, value)  # or it leaves the value to Typer
+            assert refused is TYPER, (label, value)  # or it leaves the value to Typer
             continue
         got = plain_value(param, value, ctx)
-        if got is not _TYPER:
+        if got is not TYPER:
             assert got == expected and type(got) is type(expected), (label, value)

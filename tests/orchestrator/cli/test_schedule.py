@@ -6,13 +6,16 @@ reaching it would be exit 1, not 2).
 
 from __future__ import annotations
 
+import inspect
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
+from orchestrator.cli.temporal import ConnectionFlags, connection_options
 
 runner = CliRunner()
 # A closed port, and nothing from the machine's own Temporal settings.
@@ -224,9 +227,11 @@ def test_check_bad_input(extra: list[str], message: str) -> None:
 
 
 def test_every_connection_option_is_a_flag() -> None:
-    from dataclasses import fields
+    @connection_options
+    def command(temporal: ConnectionFlags) -> ConnectionFlags:
+        return temporal
 
-    from orchestrator.cli import temporal
-
-    flagged = {temporal._FIELDS.get(name, name) for name in temporal._PARAMETERS}
-    assert flagged == {f.name for f in fields(temporal.ConnectionFlags)}
+    given = {name: object() for name in inspect.signature(command).parameters}
+    got = command(**given)  # a flag without its field would not construct
+    # ...and every field carries the value of its own flag: one flag per field.
+    assert sorted(id(getattr(got, f.name)) for f in fields(got)) == sorted(map(id, given.values()))

@@ -210,7 +210,8 @@ def _crd(kind: str) -> dict[str, Any]:
     return crd
 
 
-def _schema(kind: str) -> dict[str, Any]:
+def crd_schema(kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of our CRD ``kind``; public because the placement tests read it too."""
     (version,) = _crd(kind)["spec"]["versions"]
     schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
     return schema
@@ -233,7 +234,7 @@ def test_crds_are_namespaced_v1alpha1_with_status_and_structural_schemas() -> No
 
 
 def test_fleet_workload_spec_mirrors_the_snapshot_workload() -> None:
-    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    spec = crd_schema("FleetWorkload")["properties"]["spec"]["properties"]
     assert set(spec) == {"apis", "replicas", "requests", "placement"}
     placement = spec["placement"]["properties"]
     assert set(placement) == {
@@ -316,7 +317,7 @@ def test_fleet_workload_with_fields_and_spreads_reads_into_the_snapshot() -> Non
 
 
 def test_api_pattern_accepts_every_catalog_api() -> None:
-    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    spec = crd_schema("FleetWorkload")["properties"]["spec"]["properties"]
     pattern = re.compile(spec["apis"]["items"]["pattern"])
     apis = {str(a) for w in EXAMPLE.workloads for a in w.apis} | {str(a) for a in catalog()}
     assert apis
@@ -325,7 +326,7 @@ def test_api_pattern_accepts_every_catalog_api() -> None:
 
 
 def test_placement_decision_status_items_are_strings() -> None:
-    status = _schema("PlacementDecision")["properties"]["status"]
+    status = crd_schema("PlacementDecision")["properties"]["status"]
     assert status["required"] == ["decisions"]
     items = status["properties"]["decisions"]["items"]
     assert set(items["required"]) == {"clusterName", "replicas", "reason"}
@@ -398,7 +399,7 @@ def test_quantity_pattern_admits_no_exponent_or_length_the_parser_refuses(
     from orchestrator.domain.errors import InputError
     from orchestrator.domain.quantity import parse_memory_bytes
 
-    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    spec = crd_schema("FleetWorkload")["properties"]["spec"]["properties"]
     cpu = spec["requests"]["properties"]["cpu"]
     admitted = bool(re.match(cpu["pattern"], quantity)) and len(quantity) <= cpu["maxLength"]
     try:

@@ -11,11 +11,11 @@ from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.taints import OPERATORS, numeric_value_error
 from orchestrator.kube import fleetapi
-from tests.orchestrator.kube.test_fleetapi import EXAMPLE, _schema
+from tests.orchestrator.kube.test_fleetapi import EXAMPLE, crd_schema
 
 
 def _tolerations_schema() -> dict[str, Any]:
-    spec = _schema("FleetWorkload")["properties"]["spec"]["properties"]
+    spec = crd_schema("FleetWorkload")["properties"]["spec"]["properties"]
     items: dict[str, Any] = spec["placement"]["properties"]["tolerations"]["items"]
     return items
 

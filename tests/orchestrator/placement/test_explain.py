@@ -20,7 +20,7 @@ from orchestrator.placement.framework import ReasonSummary
 from testkit.fleetgen import generate_fleet
 from tests.orchestrator.placement.fleet import cluster, workload
 from tests.orchestrator.placement.fleet import fleet as fleet_of
-from tests.orchestrator.placement.test_reference import _varied
+from tests.orchestrator.placement.test_reference import varied_snapshot
 
 _prefer_no = {"key": "example.com/busy", "value": "", "effect": "PreferNoSchedule"}
 
@@ -74,7 +74,7 @@ def test_summary_on_varied_policies(
     seed: int, direct_limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(topk, "DIRECT_LIMIT", direct_limit)
-    snapshot = _varied(50, 500, seed)
+    snapshot = varied_snapshot(50, 500, seed)
     _check(place(snapshot), len(snapshot.clusters))
 
 

@@ -110,8 +110,11 @@ def test_matches_reference_with_other_registries(
     _compare(snapshot, expected, registry=registry, scores=True)
 
 
-def _varied(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
-    """A generated fleet with the policy shapes the generator does not write itself."""
+def varied_snapshot(clusters: int, workloads: int, seed: int) -> FleetSnapshot:
+    """A generated fleet with the policy shapes the generator does not write itself.
+
+    Public because the explanation tests (test_explain.py) run on the same fleets.
+    """
     mapping = generate_fleet_mapping(clusters, workloads, seed=seed)
     rng = random.Random(seed)
     names = [c["name"] for c in mapping["clusters"]]
@@ -230,7 +233,7 @@ def _locate(mapping: dict[str, Any], rng: random.Random) -> None:
 def test_matches_reference_on_varied_policies(
     seed: int, direct_limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    snapshot = _varied(50, 500, seed)
+    snapshot = varied_snapshot(50, 500, seed)
     expected = reference_place(snapshot)
     spreading = [
         d
@@ -246,7 +249,7 @@ def test_matches_reference_on_varied_policies(
 @pytest.mark.parametrize("seed", [4, 5])
 def test_matches_reference_with_a_clock(seed: int) -> None:
     """With ``now`` between the two drain times, half of the time-bounded tolerations ran out."""
-    snapshot = _varied(50, 500, seed)
+    snapshot = varied_snapshot(50, 500, seed)
     now = datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
     expected = reference_place(snapshot, now=now)
     assert any(d.evict_at for d in expected)

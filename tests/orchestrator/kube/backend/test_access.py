@@ -23,7 +23,7 @@ from orchestrator.kube import capi, workload
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterRef, NotFoundError
 from orchestrator.kube.cache import FleetCache, WatchCache
-from tests.orchestrator.kube.backend.test_kube_backend import _fleet
+from tests.orchestrator.kube.backend.test_kube_backend import one_cluster_fleet
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn
 
 WAIT = 5.0
@@ -86,7 +86,7 @@ def test_a_named_cluster_is_found_in_the_cache_without_a_list(
     ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
     monkeypatch.setattr(workload, "workload_client", lambda *a: object())
     monkeypatch.setattr(workload, "nodes", lambda api: {"cp-m": ready, "md-m": ready})
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     try:
         lists = dict(dyn.lists)
@@ -100,7 +100,7 @@ def test_a_named_cluster_is_found_in_the_cache_without_a_list(
 
 
 def test_a_name_the_cache_has_not_seen_yet_is_listed(watches: Watches) -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     try:
         dyn.add("Cluster", _cluster("new", OTHER))  # created since the cache's last event
@@ -115,7 +115,7 @@ def test_a_name_the_cache_has_not_seen_yet_is_listed(watches: Watches) -> None:
 
 
 def test_a_cluster_being_deleted_in_the_cache_is_looked_up_afresh(watches: Watches) -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     try:
         deleting = _cluster("c1", NS, deletionTimestamp="2026-12-06T02:00:00Z")
@@ -135,7 +135,7 @@ def test_a_cluster_being_deleted_in_the_cache_is_looked_up_afresh(watches: Watch
 
 
 def test_one_name_in_two_namespaces_must_be_named_with_its_namespace(watches: Watches) -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     dyn.add("Cluster", _cluster("c1", OTHER))
     backend = _backend(dyn, watches)
     try:
@@ -148,7 +148,7 @@ def test_one_name_in_two_namespaces_must_be_named_with_its_namespace(watches: Wa
 
 def test_a_cache_not_synced_is_not_waited_for(watches: Watches) -> None:
     """The first LIST fails: the lookup LISTs at once, it does not wait for the cache's sync."""
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches, start=False)
     assert backend._cache is not None
     listing = kcache.kube_list(dyn, None)
@@ -172,7 +172,7 @@ def test_a_cache_not_synced_is_not_waited_for(watches: Watches) -> None:
 
 
 def test_a_cluster_watch_that_keeps_failing_makes_the_lookup_list(watches: Watches) -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     assert backend._cache is not None
     try:
@@ -190,7 +190,7 @@ def test_a_cluster_watch_that_keeps_failing_makes_the_lookup_list(watches: Watch
 
 
 def test_a_backend_without_a_cache_lists_each_lookup() -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = KubeFleetBackend(None, None, dyn=dyn)
     backend._namespace_of(ClusterRef("c1"))
     backend._namespace_of(ClusterRef("c1"))

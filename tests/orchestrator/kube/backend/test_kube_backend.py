@@ -47,7 +47,11 @@ from workflows import telemetry
 REAL_NODES = workload.nodes  # before the autouse fixture replaces it
 
 
-def _fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
+def one_cluster_fleet(topology: bool, missing: tuple[str, ...] = ()) -> FakeDyn:
+    """Cluster c1 with its control plane and one MachineDeployment (topology-managed or not).
+
+    Public because the access and fault tests of the backend start from the same fleet.
+    """
     dyn = FakeDyn(missing)
     dyn.add(
         "ClusterClass",
@@ -130,7 +134,7 @@ REF = ClusterRef("c1", NS)
 
 
 def test_inventory_reads_lists_into_a_snapshot() -> None:
-    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=True))
+    backend = RecordingKubeBackend(None, NS, dyn=one_cluster_fleet(topology=True))
     inv = asyncio.run(backend.inventory())
     (cluster,) = inv.snapshot.clusters
     assert str(cluster.control_plane.version) == "v1.33.0"
@@ -164,7 +168,7 @@ def _capi_rolls_control_plane(dyn: FakeDyn, version: str) -> None:
 
 
 def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     obs = asyncio.run(backend.observe(REF))
     assert obs.control_plane.rolled_out and obs.pools[0].rolled_out and obs.reachable
@@ -207,7 +211,7 @@ def test_topology_control_plane_step_defers_workers_in_the_same_patch() -> None:
 
 
 def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
@@ -241,7 +245,7 @@ def test_next_control_plane_step_passes_the_webhook_and_removes_the_bypass() -> 
 
 
 def test_worker_step_releases_the_pool_once() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     _capi_rolls_control_plane(dyn, "v1.34.0")
@@ -264,7 +268,7 @@ def test_worker_step_releases_the_pool_once() -> None:
 
 
 def test_pools_at_the_new_version_are_not_deferred() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     cluster = dyn.objects["Cluster"][(NS, "c1")]
     md = dyn.objects["MachineDeployment"][(NS, "c1-md-0")]
@@ -277,7 +281,7 @@ def test_pools_at_the_new_version_are_not_deferred() -> None:
 
 
 def test_an_operators_hold_is_kept_and_named() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     _md_topology(dyn)["metadata"] = {"annotations": {HOLD_ANNOTATION: ""}}
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
@@ -289,7 +293,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
         asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
     assert len(dyn.patches) == 1  # nothing released while the operator's hold is there
     # An operator's defer-upgrade (not ours) is never removed either.
-    dyn2 = _fleet(topology=True)
+    dyn2 = one_cluster_fleet(topology=True)
     _md_topology(dyn2)["metadata"] = {"annotations": {DEFER_ANNOTATION: "ops"}}
     backend2 = RecordingKubeBackend(None, NS, dyn=dyn2)
     asyncio.run(backend2.set_control_plane_version(REF, "v1.34.0", "s1"))
@@ -299,7 +303,7 @@ def test_an_operators_hold_is_kept_and_named() -> None:
 
 
 def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     meta = dyn.objects["Cluster"][(NS, "c1")]["metadata"]
     meta["annotations"] = {
@@ -321,7 +325,7 @@ def test_a_bypass_left_by_a_lost_write_is_removed_by_the_next_write() -> None:
 
 
 def test_plain_cluster_patches_kcp_and_md() -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     asyncio.run(backend.set_control_plane_version(REF, "v1.34.0", "s1"))
     asyncio.run(backend.set_pool_version(REF, "c1-md-0", "v1.34.0", "s2"))
@@ -340,7 +344,7 @@ def test_plain_cluster_patches_kcp_and_md() -> None:
 
 
 def test_taint_contract_and_placement_writes() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     taint = Taint(UPGRADING_TAINT_KEY, "NoSchedule", "cal-1", "2026-01-01T00:00:00Z")
     assert asyncio.run(backend.add_taint(REF, taint))
@@ -374,7 +378,7 @@ def test_taint_contract_and_placement_writes() -> None:
 
 
 def test_current_placement_comes_from_the_last_decision_with_its_counts() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["status"] = {"clusters": [{"name": "c1", "replicas": 3}, {"name": "deleted", "replicas": 1}]}
     fw["spec"]["placement"]["clusters"] = ["gone-too"]
@@ -385,7 +389,7 @@ def test_current_placement_comes_from_the_last_decision_with_its_counts() -> Non
 
 
 def test_invalid_fleet_workload_is_named_in_the_error() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     fw = dyn.objects["FleetWorkload"][(NS, "web")]
     fw["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["typo"]
     with pytest.raises(InvalidObjectError, match=rf"^FleetWorkload {NS}/web: spec\.placement\."):
@@ -396,7 +400,7 @@ def test_invalid_fleet_workload_is_named_in_the_error() -> None:
 
 
 def test_missing_crds_fail_with_one_clear_error() -> None:
-    dyn = _fleet(topology=True, missing=("FleetWorkload", "PlacementDecision"))
+    dyn = one_cluster_fleet(topology=True, missing=("FleetWorkload", "PlacementDecision"))
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     with pytest.raises(
         NotFoundError, match=r"does not serve FleetWorkload \(calibrator\.dev/v1alpha1\)"
@@ -408,7 +412,7 @@ def test_missing_crds_fail_with_one_clear_error() -> None:
 
 
 def test_inventory_versions_are_the_placement_preconditions() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     inv = asyncio.run(backend.inventory())
     read = inv.workload_versions[f"{NS}/web"]
@@ -446,7 +450,7 @@ def test_placement_writes_run_a_bounded_number_at_once(monkeypatch: pytest.Monke
     # activity. Writers: 3 here. The first three commits wait for each other at a barrier, so
     # the test passes only if three are in flight together; a fourth never is.
     monkeypatch.setattr(placement, "PLACEMENT_WRITERS", 3)
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     keys = _workloads(dyn, 7)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     read = asyncio.run(backend.inventory()).workload_versions
@@ -506,7 +510,7 @@ def test_placement_writes_run_a_bounded_number_at_once(monkeypatch: pytest.Monke
 
 def test_a_failed_placement_write_fails_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(placement, "PLACEMENT_WRITERS", 2)
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     keys = _workloads(dyn, 4)
     apply_status = fake_dyn.StatusResource.server_side_apply
 
@@ -525,7 +529,7 @@ def test_a_failed_placement_write_fails_the_call(monkeypatch: pytest.MonkeyPatch
 
 def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blobs, "BLOB_CHUNK_BYTES", 1000)
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     data = os.urandom(2500)  # incompressible: three chunks
     digest = hashlib.sha256(data).hexdigest()
@@ -560,7 +564,7 @@ def test_blobs_are_content_addressed_config_map_chunks(monkeypatch: pytest.Monke
 def test_plans_are_stored_in_the_plan_namespace(
     namespace: str | None, plan_namespace: str | None, stored_in: str
 ) -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, namespace, plan_namespace=plan_namespace, dyn=dyn)
     data = b"a plan"
     digest = hashlib.sha256(data).hexdigest()
@@ -575,7 +579,7 @@ def test_a_deleted_blob_leaves_no_chunk_and_chunk_zero_goes_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(blobs, "BLOB_CHUNK_BYTES", 1000)
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     keep, drop = os.urandom(1500), os.urandom(2500)
     for data in (keep, drop):
@@ -632,7 +636,7 @@ def test_inventory_derives_the_cluster_fields(
     status: dict[str, Any],
     expected: tuple[Any, ...],
 ) -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     obj = dyn.objects["Cluster"][(NS, "c1")]
     obj["metadata"]["labels"] = {**obj["metadata"]["labels"], **labels}
     obj["spec"].update(spec)
@@ -643,7 +647,7 @@ def test_inventory_derives_the_cluster_fields(
 
 
 def test_inventory_skips_a_cluster_with_a_malformed_failure_domain() -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     dyn.objects["Cluster"][(NS, "c1")]["status"] = {"failureDomains": [{"name": "zone a"}]}
     inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.clusters == ()
@@ -662,7 +666,9 @@ def test_with_a_tracer_each_call_is_a_span_over_its_http_requests(
     with api_server() as mgmt, api_server() as workload_api:
         monkeypatch.setattr(workload, "workload_client", lambda *a: workload_api)
         monkeypatch.setattr(workload, "nodes", REAL_NODES)  # a real GET /api/v1/nodes
-        backend = RecordingKubeBackend(mgmt, NS, dyn=_fleet(topology=True), tracer=tracing.tracer)
+        backend = RecordingKubeBackend(
+            mgmt, NS, dyn=one_cluster_fleet(topology=True), tracer=tracing.tracer
+        )
         with tracing.tracer.start_as_current_span("RunActivity:observe") as activity:
             obs = asyncio.run(backend.observe(REF))
             with pytest.raises(NotFoundError):
@@ -724,7 +730,7 @@ def test_a_malformed_object_fails_observe_with_one_clear_reason_and_no_write(
 ) -> None:
     """Edited into nonsense mid-run: one InvalidObjectError naming the cluster (the activity
     does not retry it; the step waits for a decision with this reason). Nothing is written."""
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     break_it(dyn)
     backend = RecordingKubeBackend(None, NS, dyn=dyn)
     with pytest.raises(InvalidObjectError) as err:
@@ -736,7 +742,7 @@ def test_a_malformed_object_fails_observe_with_one_clear_reason_and_no_write(
 
 
 def test_a_malformed_cluster_is_left_out_of_the_inventory_with_its_reason() -> None:
-    dyn = _fleet(topology=False)
+    dyn = one_cluster_fleet(topology=False)
     _md_version(dyn)
     inv = asyncio.run(RecordingKubeBackend(None, NS, dyn=dyn).inventory())
     assert inv.snapshot.clusters == ()
@@ -750,7 +756,7 @@ def test_short_calls_do_not_queue_behind_fleet_reads(monkeypatch: pytest.MonkeyP
     one thread and the fleet reads stuck in their LIST of FleetWorkloads, observe still
     answers; at most ``FLEET_READERS`` fleet reads run at once, the others wait their turn."""
     monkeypatch.setattr(access, "FLEET_READERS", 2)
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     arrived = threading.Semaphore(0)
     release = threading.Event()
     list_page = fake_dyn.Resource.get

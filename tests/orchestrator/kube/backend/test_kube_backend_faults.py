@@ -15,11 +15,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes import client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.versions import KubeVersion
-from orchestrator.kube import client as kube_client
 from orchestrator.kube import workload
 from orchestrator.kube.backend.access import CONFLICT_RETRIES
 from orchestrator.kube.backend.port import (
@@ -30,8 +30,10 @@ from orchestrator.kube.backend.port import (
     VersionChangedError,
 )
 from orchestrator.kube.backend.versions import STEP_ANNOTATION
+from orchestrator.kube.client import CallCancelled, RequestPolicy, harden
+from tests.orchestrator.kube.api_server import Fault, faulty_server
 from tests.orchestrator.kube.backend.recording_backend import RecordingKubeBackend
-from tests.orchestrator.kube.backend.test_kube_backend import REF, _fleet
+from tests.orchestrator.kube.backend.test_kube_backend import REF, one_cluster_fleet
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn, Resource
 from workflows.activities import (
     INVALID_INPUT,
@@ -80,7 +82,7 @@ class HookedDyn(FakeDyn):
 
 def hooked(topology: bool) -> HookedDyn:
     dyn = HookedDyn()
-    dyn.objects = _fleet(topology).objects
+    dyn.objects = one_cluster_fleet(topology).objects
     dyn.rv = 100
     return dyn
 
@@ -190,7 +192,7 @@ def test_403_on_the_kubeconfig_secret_is_not_allowed_not_unreachable(
         raise Forbidden()
 
     monkeypatch.setattr(workload, "workload_client", refuse)
-    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=False))
+    backend = RecordingKubeBackend(None, NS, dyn=one_cluster_fleet(topology=False))
     with pytest.raises(NotAllowedError, match=rf"not allowed to read Secret {NS}/c1-kubeconfig"):
         asyncio.run(backend.observe(REF))
     with pytest.raises(ApplicationError) as caught:
@@ -210,7 +212,7 @@ def test_a_missing_secret_is_unreachable_and_other_secret_faults_are_retried(
         raise next(errors)
 
     monkeypatch.setattr(workload, "workload_client", fail)
-    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=False))
+    backend = RecordingKubeBackend(None, NS, dyn=one_cluster_fleet(topology=False))
     assert not asyncio.run(backend.observe(REF)).reachable  # CAPI has not written it yet
     assert not asyncio.run(backend.observe(REF)).reachable  # it holds no usable kubeconfig
     with pytest.raises(ApiError) as caught:  # a management-plane fault, not the cluster's
@@ -296,7 +298,7 @@ def test_a_403_from_before_the_api_server_was_ready_is_asked_again_and_answered(
 
 
 def test_an_invalid_fleet_workload_fails_once_not_five_times() -> None:
-    dyn = _fleet(topology=True)
+    dyn = one_cluster_fleet(topology=True)
     dyn.objects["FleetWorkload"][(NS, "web")]["spec"]["apis"] = ["not-an-api"]
     acts = CalibrationActivities(RecordingKubeBackend(None, NS, dyn=dyn))
     with pytest.raises(ApplicationError) as caught:
@@ -327,23 +329,27 @@ def test_other_backend_errors_stay_retryable() -> None:
 
 def test_a_call_whose_activity_ended_stops_its_thread() -> None:
     """The thread cannot be killed; it is told to stop before its next request."""
-    backend = RecordingKubeBackend(None, NS, dyn=_fleet(topology=False))
-    started = threading.Event()
+    backend = RecordingKubeBackend(None, NS, dyn=one_cluster_fleet(topology=False))
+    waiting = threading.Event()
     stopped = threading.Event()
+    slow = RequestPolicy(timeout=2.0, attempts=3, backoff=60.0, max_backoff=60.0)
 
-    def blocking() -> None:
-        started.set()
-        cancel = kube_client._CANCEL.get()
-        assert cancel is not None
-        if cancel.wait(30):  # what a hardened client checks between attempts
-            stopped.set()
+    with faulty_server([Fault("status", 503, {})] * 3) as (api, seen):
+        harden(api, slow, lambda *_: waiting.set())  # a 503: the client waits 60 s to retry
 
-    async def activity() -> None:
-        task = asyncio.ensure_future(backend._call("observe", {}, blocking))
-        await asyncio.to_thread(started.wait, 30)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        def blocking() -> None:
+            try:
+                client.CoreV1Api(api).list_node()
+            except CallCancelled:
+                stopped.set()
 
-    asyncio.run(activity())
-    assert stopped.wait(30)
+        async def activity() -> None:
+            task = asyncio.ensure_future(backend._call("observe", {}, blocking))
+            await asyncio.to_thread(waiting.wait, 30)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(activity())
+        assert stopped.wait(30)  # the wait was cut short, long before its 60 s
+    assert len(seen) == 1  # and no second request was sent
