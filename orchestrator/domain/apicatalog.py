@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
+from orchestrator.domain.apis import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.strict import check_fields
 from orchestrator.domain.versions import KubeVersion
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from orchestrator.domain.apicatalog import lifecycle, removed_apis
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import SOURCE_TEXT
-from orchestrator.domain.snapshot import ApiRef, Cluster, FleetSnapshot, Workload
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
 from orchestrator.domain.versions import KubeVersion
 
 FindingSource = Literal["declared", "metric", "managedFields", "annotation", "pdb"]

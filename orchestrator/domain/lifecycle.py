@@ -34,9 +34,9 @@ from orchestrator.domain.apicatalog import (
     builtin_catalog,
     entries_from_rows,
 )
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
-from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.strict import check_fields
 from orchestrator.domain.support import (
     ACTIVE_RELEASES,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
 
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.apis import ApiRef
 
 UsageSource = Literal["metric", "managedFields", "annotation"]
 USAGE_SOURCES: Final[tuple[UsageSource, ...]] = ("metric", "managedFields", "annotation")

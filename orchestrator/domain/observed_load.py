@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Final, cast
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.documents import quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.names import dns1123_label_error, dns1123_subdomain_error
@@ -28,7 +29,6 @@ from orchestrator.domain.observed import (
     DisruptionBlocker,
     UsageSource,
 )
-from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.strict import check_fields, integer
 
 MAX_COUNT: Final = 2**63 - 1

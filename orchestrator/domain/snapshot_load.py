@@ -15,6 +15,7 @@ from datetime import date
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.documents import load_document, quote
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.location import (
@@ -52,7 +53,6 @@ from orchestrator.domain.snapshot import (
     MAX_TOLERATION_SECONDS,
     MAX_VERSION_LENGTH,
     MAX_WEIGHT,
-    ApiRef,
     Cluster,
     ClusterAffinity,
     ControlPlaneState,

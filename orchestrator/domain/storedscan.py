@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.domain.apicatalog import ApiLifecycle
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.apis import ApiRef
 
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 

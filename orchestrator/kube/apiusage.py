@@ -46,6 +46,7 @@ from typing import Any, Final, NamedTuple
 from kubernetes import client
 
 from orchestrator.domain.apicatalog import catalog
+from orchestrator.domain.apis import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.disruption import disruption_blocker
 from orchestrator.domain.observed import (
     MAX_BLOCKERS,
@@ -56,7 +57,6 @@ from orchestrator.domain.observed import (
     UsageSource,
 )
 from orchestrator.domain.promtext import DeprecatedRequests, LineReader, read_deprecated_requests
-from orchestrator.domain.snapshot import GROUP_VERSION_PATTERN, ApiRef
 from orchestrator.domain.storedscan import (
     ScanTarget,
     object_name,

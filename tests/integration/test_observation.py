@@ -24,9 +24,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import ApiUsage
 from orchestrator.domain.observed_load import blockers_from_list, usages_from_list
-from orchestrator.domain.snapshot import ApiRef, SnapshotError
+from orchestrator.domain.snapshot import SnapshotError
 from orchestrator.kube import apiusage, workload
 from orchestrator.kube.bounded import Deadline
 from orchestrator.localplane.plane import LocalPlane

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from orchestrator.domain.apicatalog import catalog, removed_apis
-from orchestrator.domain.snapshot import ApiRef, Cluster, Workload
+from orchestrator.domain.apis import ApiRef
+from orchestrator.domain.snapshot import Cluster, Workload
 from orchestrator.placement.context import PlacementContext
 from orchestrator.placement.framework import FITS, ClusterFact, FilterResult, WorkloadFact, unfit
 

@@ -9,7 +9,7 @@ from orchestrator.domain.apicatalog import (
     lifecycle,
     removed_apis,
 )
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.versions import KubeVersion
 
 V = KubeVersion.parse

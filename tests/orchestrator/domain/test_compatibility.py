@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.compatibility import (
     check_fleet,
     cluster_findings,
@@ -12,12 +13,7 @@ from orchestrator.domain.compatibility import (
     observed_findings,
 )
 from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
-from orchestrator.domain.snapshot import (
-    ApiRef,
-    Cluster,
-    ControlPlaneState,
-    WorkloadClusterStatus,
-)
+from orchestrator.domain.snapshot import Cluster, ControlPlaneState, WorkloadClusterStatus
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.versions import KubeVersion
 

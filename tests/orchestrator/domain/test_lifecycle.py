@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.apicatalog import builtin_catalog, catalog, removed_apis
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.lifecycle import (
     LifecycleError,
     load_overrides,
     overrides_from_mapping,
     using,
 )
-from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.support import support_status
 from orchestrator.domain.versions import KubeVersion
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import ApiUsage, merge_usage
 from orchestrator.domain.observed_record import (
     OBSERVED_ANNOTATION,
@@ -14,7 +15,6 @@ from orchestrator.domain.observed_record import (
     encode_record,
     record_of,
 )
-from orchestrator.domain.snapshot import ApiRef
 
 T0 = datetime(2026, 12, 5, 10, 2, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=10)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import MAX_BLOCKERS, MAX_USAGES, ApiUsage, DisruptionBlocker
-from orchestrator.domain.snapshot import ApiRef, SnapshotError, WorkloadClusterStatus
+from orchestrator.domain.snapshot import SnapshotError, WorkloadClusterStatus
 from orchestrator.domain.snapshot_dump import dump_snapshot
 from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.domain.snapshot import ApiRef, SnapshotError
+from orchestrator.domain.apis import ApiRef
+from orchestrator.domain.snapshot import SnapshotError
 from orchestrator.domain.snapshot_dump import dump_snapshot
 from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestrator.domain.apicatalog import ApiLifecycle
-from orchestrator.domain.snapshot import ApiRef
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.storedscan import object_name, scan_targets, written_versions
 
 VAC_ALPHA = ApiLifecycle(

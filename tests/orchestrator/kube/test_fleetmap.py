@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import ApiUsage, merge_usage
 from orchestrator.domain.observed_record import OBSERVED_ANNOTATION, encode_record
-from orchestrator.domain.snapshot import ApiRef, WorkloadClusterStatus
+from orchestrator.domain.snapshot import WorkloadClusterStatus
 from orchestrator.kube import capi
 from orchestrator.kube.fleetmap import (
     FleetMap,

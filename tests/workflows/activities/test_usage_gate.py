@@ -15,8 +15,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.observed import ApiUsage, DisruptionBlocker
-from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import ClusterRef, UsageRead
 from testkit.workflow_harness import cluster, in_memory

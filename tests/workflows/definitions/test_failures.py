@@ -10,9 +10,9 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.observed import ApiUsage
-from orchestrator.domain.snapshot import ApiRef
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
 from orchestrator.kube.backend.port import UsageRead
 from testkit.workflow_harness import FAST, Calibration, Harness, cluster, in_memory, strategy
