@@ -7,7 +7,7 @@
 # Usage:
 #   tools/ci-local.sh            reuse the pinned Go binaries cached under ~/.cache (the usual run)
 #   tools/ci-local.sh --cold     also fresh Go build, module and binary caches (a new machine's cost:
-#                                57 min in all, measured in docs/kind.md "In CI")
+#                                47 min in all, measured in docs/kind.md "In CI")
 #   tools/ci-local.sh --keep     keep the temporary folder (default: removed on success)
 #   CALIBRATOR_CI_WORKERS=N tools/ci-local.sh
 #                                the suite with N pytest-xdist workers (1 to 8; CI's is 3)
