@@ -4,7 +4,7 @@ What it compares its decisions with is read from the cache once the cache's Flee
 PlacementDecision stores have reached the collections' current resourceVersions (two LISTs of
 ``limit=1``), else LISTed whole, as without a cache. The "server" is a ``FakeDyn`` (one
 resourceVersion counter shared by every kind, as etcd's revision is) and the cache's watches
-are scripted (``test_cache.DynFeed``): a test decides when, and whether, the cache hears of a
+are scripted (``watch_feed.DynFeed``): a test decides when, and whether, the cache hears of a
 change. Every wait has a timeout; nothing sleeps and asserts.
 """
 
@@ -30,8 +30,7 @@ from orchestrator.kube.backend.port import (
 )
 from orchestrator.kube.cache import PLACEMENT_KINDS, FleetCache
 from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
-from tests.orchestrator.kube.test_cache import WAIT, DynFeed, fleet_cache
-from tests.orchestrator.kube.test_inventory import fleet
+from tests.orchestrator.kube.watch_feed import WAIT, DynFeed, fleet, fleet_cache
 
 FW, PD = fleetapi.FLEET_WORKLOAD, fleetapi.PLACEMENT_DECISION
 WORKLOADS = ("w0", "w1", "w2")
