@@ -1,9 +1,10 @@
 """A watch-fed cache of the fleet's objects: LIST once, then WATCH (issue 29).
 
 What controllers built on client-go informers do, for the five kinds the inventory reads
-(ClusterClasses, Clusters, KubeadmControlPlanes, MachineDeployments, FleetWorkloads), so that a
-worker's re-placements and compatibility checks read the fleet from memory instead of LISTing it
-whole on every call (docs/decisions.md, "Reads from a watch-fed cache (issue 29)").
+(ClusterClasses, Clusters, KubeadmControlPlanes, MachineDeployments, FleetWorkloads) and the
+PlacementDecisions the placement writer compares its decisions with, so that a worker's
+re-placements, compatibility checks and placement writes read the fleet from memory instead of
+LISTing it whole on every call (docs/decisions.md, "Reads from a watch-fed cache (issue 29)").
 
 Per kind, one daemon thread:
 
@@ -33,11 +34,24 @@ readers must not change them either).
 and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a whole copy of the
 object as last ``kubectl apply``-ed). That is safe because nothing that reads these objects
 looks at either: ``orchestrator.kube.fleetmap``, ``capi`` and ``fleetapi`` read metadata's name,
-namespace, uid, labels, generation, resourceVersion and deletionTimestamp, and of the
-annotations only named keys of their own (taints, the observed-usage record, CAPI's defer and
-hold); the managedFields and last-applied readers (``apiusage``, ``domain.storedscan``) read
-workload clusters' objects, never these. Everything else (spec, status) is kept: the rules in
+namespace, uid, labels, generation, resourceVersion, deletionTimestamp and (a
+PlacementDecision's) ownerReferences, and of the annotations only named keys of their own
+(taints, the observed-usage record, CAPI's defer and hold); the managedFields and
+last-applied readers (``apiusage``, ``domain.storedscan``) read workload clusters' objects,
+never these. Everything else (spec, status) is kept: the rules in
 ``fleetmap`` read both.
+
+**Asking for a bookmark** (``wait_for(ask=True)``, the placement writer's consistent read): a
+reader that waits for the resourceVersion a LIST of the kind was just answered at waits for
+etcd's revision, which every kind's writes move; a store whose own kind did not change reaches
+it only by a BOOKMARK, which kube-apiserver sends a watcher about once a minute and 2 s before
+the watch's timeout. So the store asks: a watch of ``ASK_TIMEOUT`` (3 s) from its version, whose
+bookmark comes after about a second, carrying the API server's watch-cache revision (which the
+consistent LIST has just brought up to etcd's, v1.34 and later). The events before it are
+every change of the kind since the store's version; once the store has had them from its own
+watch, it is complete up to the bookmark and its version moves there. An answer that is short,
+fails or names changes the store never gets moves nothing: the reader's wait runs out and it
+LISTs.
 
 The sources are injected: the cache takes a ``list`` function (kind -> objects and the list's
 resourceVersion) and a ``watch`` function (kind, resourceVersion, timeout -> events), so it is
@@ -82,6 +96,10 @@ WATCH_TIMEOUT = 300  # seconds a watch stays open before it is opened again (cli
 LAG_AFTER = 3
 BACKOFF = 0.5
 MAX_BACKOFF = 30.0
+# Server-side timeout of a watch opened only to ask for a bookmark (``wait_for(ask=True)``):
+# kube-apiserver sends a watcher a BOOKMARK 2 s before its timeout (else about once a minute),
+# so a 3-s watch brings one after about a second.
+ASK_TIMEOUT = 3
 
 
 class CacheNotSynced(TimeoutError):
@@ -174,6 +192,7 @@ class WatchCache:
         self._threads: list[threading.Thread] = []
         self.lists = dict.fromkeys(self._kinds, 0)  # LISTs made per kind (tests and metrics)
         self.watches = dict.fromkeys(self._kinds, 0)  # watches opened per kind
+        self.asks = dict.fromkeys(self._kinds, 0)  # short watches opened to ask for a bookmark
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -218,15 +237,28 @@ class WatchCache:
         with self._changed:
             return all(s.synced for s in self._stores.values())
 
-    def wait_synced(self, timeout: float) -> None:
-        """Return once every kind has been listed; ``CacheNotSynced`` after ``timeout`` s."""
-        self._wait(lambda: all(s.synced for s in self._stores.values()), timeout, "synced")
+    def wait_synced(self, timeout: float, kinds: Iterable[Hashable] | None = None) -> None:
+        """Return once every kind (of ``kinds``, if given) has been listed.
 
-    def wait_for(self, versions: Mapping[Hashable, str], timeout: float) -> None:
+        ``CacheNotSynced`` after ``timeout`` s. A reader names the kinds it reads, so a kind it
+        does not read (the placement writer's PlacementDecisions, for the inventory) never
+        holds it up.
+        """
+        wanted = self._kinds if kinds is None else tuple(kinds)
+        self._wait(lambda: all(self._stores[k].synced for k in wanted), timeout, "synced")
+
+    def wait_for(
+        self, versions: Mapping[Hashable, str], timeout: float, *, ask: bool = False
+    ) -> None:
         """Return once each kind's store has seen its resourceVersion in ``versions``.
 
         Read-your-writes: after a write that returned resourceVersion R, a reader that waits for
-        R sees that write (and everything before it of that kind). ``CacheNotSynced`` after
+        R sees that write (and everything before it of that kind): its event comes. A consistent
+        read: given the resourceVersion a LIST of the kind was answered at
+        (``client.collection_version``), a store that reaches it holds everything that LIST
+        would have returned. That version is etcd's revision, which every kind's writes move:
+        a store whose kind did not change gets there only by a BOOKMARK, so with ``ask`` the
+        cache asks for one (``_ask``) for each kind that is behind. ``CacheNotSynced`` after
         ``timeout`` s.
         """
 
@@ -236,7 +268,68 @@ class WatchCache:
                 for k, v in versions.items()
             )
 
+        if ask:
+            deadline = time.monotonic() + timeout
+            with self._changed:
+                behind = {
+                    k: v
+                    for k, v in versions.items()
+                    if self._stores[k].synced and not version_reached(self._stores[k].version, v)
+                }
+            for kind, version in behind.items():
+                threading.Thread(
+                    target=self._ask,
+                    args=(kind, version, deadline),
+                    name=f"{self._name}-ask-{kind}",
+                    daemon=True,
+                ).start()
         self._wait(reached, timeout, f"at {dict(versions)}")
+
+    def _ask(self, kind: Hashable, want: str, deadline: float) -> None:
+        """Ask the server whether the store of ``kind`` is complete up to ``want``; if so, move it.
+
+        The client-side counterpart of the API server's progress request to etcd: a short watch
+        of the kind from the store's version (``ASK_TIMEOUT``). Its events are every change of
+        the kind since that version, in order, and a BOOKMARK at version B says no other change
+        up to B exists. Once the store (fed by its own watch, which delivers the same events)
+        has the last of those events, it holds the kind as it was at B, so its version may move
+        to B. A bookmark short of ``want``, an error or a stream that ends first moves nothing:
+        the reader's wait runs out and it LISTs.
+        """
+        with self._changed:
+            store = self._stores[kind]
+            start = store.version
+        last = start
+        self.asks[kind] += 1
+        try:
+            for event in self._watch(kind, start, ASK_TIMEOUT):
+                obj = event.get("object")
+                kind_of_event = event.get("type")
+                if not isinstance(obj, dict) or kind_of_event == "ERROR":
+                    return
+                version = str(object_meta(obj).get("resourceVersion") or "")
+                if kind_of_event != "BOOKMARK":
+                    last = version or last
+                elif version_reached(version, want):
+                    self._move(kind, last, version, deadline)
+                    return
+                if self._stopping.is_set() or time.monotonic() > deadline:
+                    return
+        except Exception as err:
+            log.info("%s: asking for a bookmark of %s: %s", self._name, kind, err)
+
+    def _move(self, kind: Hashable, last: str, version: str, deadline: float) -> None:
+        """Once the store of ``kind`` has reached ``last``, move it to ``version`` (``_ask``)."""
+        with self._changed:
+            store = self._stores[kind]
+            while not version_reached(store.version, last):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping.is_set():
+                    return
+                self._changed.wait(left)
+            if not version_reached(store.version, version):
+                store.version = version
+            self._changed.notify_all()
 
     def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -257,10 +350,14 @@ class WatchCache:
         with self._changed:
             return tuple(k for k, s in self._stores.items() if s.failing >= after)
 
-    def snapshot(self) -> dict[Hashable, list[Obj]]:
-        """Every kind's objects at one instant (new lists; the objects are shared, read-only)."""
+    def snapshot(self, kinds: Iterable[Hashable] | None = None) -> dict[Hashable, list[Obj]]:
+        """Every kind's (or ``kinds``') objects at one instant.
+
+        New lists; the objects are shared, read-only.
+        """
+        wanted = self._kinds if kinds is None else tuple(kinds)
         with self._changed:
-            return {kind: list(s.objects.values()) for kind, s in self._stores.items()}
+            return {kind: list(self._stores[kind].objects.values()) for kind in wanted}
 
     def version(self, kind: Hashable) -> str:
         """The resourceVersion the store of ``kind`` is at ("" before its first LIST)."""
@@ -378,6 +475,14 @@ FLEET_KINDS: tuple[tuple[str, str], ...] = (
     capi.MACHINE_DEPLOYMENT,
     fleetapi.FLEET_WORKLOAD,
 )
+"""The kinds the inventory reads (``FleetCache.objects``)."""
+PLACEMENT_KINDS: tuple[tuple[str, str], ...] = (
+    fleetapi.FLEET_WORKLOAD,
+    fleetapi.PLACEMENT_DECISION,
+)
+"""The kinds the placement writer compares its decisions with (``FleetCache.current``)."""
+CACHED_KINDS: tuple[tuple[str, str], ...] = (*FLEET_KINDS, fleetapi.PLACEMENT_DECISION)
+"""Every kind ``FleetCache`` keeps: the worker's ClusterRole allows ``watch`` on exactly these."""
 SYNC_TIMEOUT = 60.0  # seconds a reader waits for the first LISTs before it LISTs itself
 # A watch's read timeout: longer than its server-side timeoutSeconds, so a quiet watch is
 # closed by the server (and reopened), never cut by the client.
@@ -407,7 +512,7 @@ class _Watches:
 
 def _resource(dyn: Any, kind: Hashable) -> Any:
     assert isinstance(kind, tuple)
-    if kind == fleetapi.FLEET_WORKLOAD:
+    if kind in PLACEMENT_KINDS:
         return fleetapi.resource(dyn, kind)  # ApiMissingError naming the remedy
     return dyn.resources.get(api_version=kind[0], kind=kind[1])
 
@@ -452,10 +557,12 @@ def kube_watch(
 
 
 class FleetCache:
-    """The worker's cache of the fleet's five kinds, in one namespace or all (``namespace``).
+    """The worker's cache of the fleet's six kinds, in one namespace or all (``namespace``).
 
     One per worker process, shared by every activity (``KubeFleetBackend(cache=True)`` builds
-    it); ``objects`` is the inventory's source (the same ``FleetObjects`` a LIST gives).
+    it); ``objects`` is the inventory's source (the same ``FleetObjects`` a LIST gives) and
+    ``current`` the placement writer's (FleetWorkloads and PlacementDecisions at least as new as
+    a LIST of them made now: ``orchestrator.kube.backend.placement``).
     """
 
     def __init__(
@@ -468,7 +575,7 @@ class FleetCache:
     ) -> None:
         self._watches = _Watches()
         self.cache = cache or WatchCache(
-            FLEET_KINDS,
+            CACHED_KINDS,
             kube_list(dyn, namespace),
             kube_watch(dyn, namespace, self._watches),
             watch_timeout=watch_timeout,
@@ -510,14 +617,7 @@ class FleetCache:
         ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s), or at once while a
         kind is ``lagging``: the caller LISTs.
         """
-        self.cache.wait_synced(sync_timeout)
-        behind = self.cache.lagging()
-        if behind:
-            named = ", ".join(str(k[1]) if isinstance(k, tuple) else str(k) for k in behind)
-            raise CacheNotSynced(f"fleet-cache: the watch of {named} keeps failing")
-        if fresh:
-            self.cache.wait_for(fresh, fresh_timeout)
-        kinds = self.cache.snapshot()
+        kinds = self._read(FLEET_KINDS, fresh or {}, sync_timeout, fresh_timeout, ask=False)
         classes, clusters, control_planes, machine_deployments, workloads = (
             kinds[k] for k in FLEET_KINDS
         )
@@ -525,3 +625,42 @@ class FleetCache:
             FleetObjects(classes, clusters, control_planes, machine_deployments, workloads),
             True,
         )
+
+    def current(
+        self,
+        versions: Mapping[tuple[str, str], str],
+        *,
+        sync_timeout: float = SYNC_TIMEOUT,
+        fresh_timeout: float = SYNC_TIMEOUT,
+    ) -> dict[tuple[str, str], list[Obj]]:
+        """The objects of each kind in ``versions``, once its store has reached that version.
+
+        ``versions`` are what a consistent read of each collection was answered at
+        (``client.collection_version``): what is returned is then at least as new as a LIST of
+        it made at that moment. Those are etcd revisions, which other kinds' writes move too, so
+        a store that is behind asks the server for a bookmark (``WatchCache.wait_for(ask=True)``)
+        rather than wait for its kind's next change. ``CacheNotSynced`` as ``objects`` says: the
+        caller LISTs.
+        """
+        fresh: dict[Hashable, str] = dict(versions)
+        kinds = self._read(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
+        return {kind: kinds[kind] for kind in versions}
+
+    def _read(
+        self,
+        kinds: Sequence[Hashable],
+        fresh: Mapping[Hashable, str],
+        sync_timeout: float,
+        fresh_timeout: float,
+        *,
+        ask: bool,
+    ) -> dict[Hashable, list[Obj]]:
+        """``kinds``' objects at one instant, once synced, not lagging and at ``fresh``."""
+        self.cache.wait_synced(sync_timeout, kinds)
+        behind = [k for k in self.cache.lagging() if k in kinds]
+        if behind:
+            named = ", ".join(str(k[1]) if isinstance(k, tuple) else str(k) for k in behind)
+            raise CacheNotSynced(f"fleet-cache: the watch of {named} keeps failing")
+        if fresh:
+            self.cache.wait_for(fresh, fresh_timeout, ask=ask)
+        return self.cache.snapshot(kinds)

@@ -132,6 +132,25 @@ def _list_version(page: dict[str, Any]) -> str:
     return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
 
+PROBE_LIMIT = 1  # objects a version probe asks for: the fewest a LIST may be limited to
+
+
+def collection_version(resource: Any, *, namespace: str | None = None) -> str:
+    """The current resourceVersion of a collection: one LIST of ``limit=1``, no resourceVersion.
+
+    A LIST without a resourceVersion is a consistent read (served from etcd, or from the API
+    server's watch cache once it has caught up with etcd), and its list metadata carries the
+    resourceVersion it was read at; ``limit=1`` keeps the answer to one object whatever the
+    collection holds. A cache whose store of the same kind has reached that version holds
+    everything such a LIST would return (``cache.version_reached``): the client-side half of
+    "consistent reads from cache". ``RequestCounts`` counts these apart (``probes``).
+    """
+    kwargs: dict[str, Any] = {"limit": PROBE_LIMIT}
+    if namespace:
+        kwargs["namespace"] = namespace
+    return _list_version(read_json(resource.get, **kwargs))
+
+
 def in_cluster() -> bool:
     """Inside a pod with a mounted ServiceAccount token (the rule client-go's in-cluster uses)."""
     return (
@@ -237,6 +256,11 @@ def request_kind(method: str, url: str, headers: Mapping[str, str]) -> tuple[str
     return method, resource
 
 
+def is_probe(url: str) -> bool:
+    """Whether a LIST's query asks for ``limit=1`` (a version probe: ``collection_version``)."""
+    return parse_qs(urlsplit(url).query).get("limit") == [str(PROBE_LIMIT)]
+
+
 class _CountedBody:
     """An answer's body (a urllib3 response) that counts the bytes read of it.
 
@@ -278,10 +302,12 @@ class RequestCounts:
     Keys are ``request_kind``'s (verb, resource). A request is counted when it is sent (every
     attempt: the server sees each); ``received`` counts the answers' body bytes as they are
     read (a watch's as its events arrive; headers and TLS not included); ``refused`` the answers
-    of 400 or more, by status too. Thread-safe: the
-    worker's calls and the cache's watches run on threads. Per request it costs a URL split
-    and a lock; installed by the calibration benchmark's worker (``benchmarks.bench_worker``),
-    not by the product, which reports no request counts.
+    of 400 or more, by status too; ``probes`` the LISTs among ``requests`` that are version
+    probes (``limit=1``: ``collection_version``), so a LIST count tells bulk reads from probes
+    while staying what the API server's own metrics count (a probe is a LIST there).
+    Thread-safe: the worker's calls and the cache's watches run on threads. Per request it
+    costs a URL split and a lock; installed by the calibration benchmark's worker
+    (``benchmarks.bench_worker``), not by the product, which reports no request counts.
     """
 
     def __init__(self) -> None:
@@ -290,6 +316,8 @@ class RequestCounts:
         self.received: Counter[tuple[str, str]] = Counter()
         # Answers of 400 or more by (verb, resource, status): a 409 is a write a conflict refused.
         self.refused: Counter[tuple[str, str, int]] = Counter()
+        # LISTs of limit=1 (version probes), also counted in ``requests``.
+        self.probes: Counter[tuple[str, str]] = Counter()
 
     @contextmanager
     def observe(self, method: str, url: str, headers: Mapping[str, str]) -> Iterator[Answered]:
@@ -297,6 +325,8 @@ class RequestCounts:
         key = request_kind(method, url, headers)
         with self._lock:
             self.requests[key] += 1
+            if key[0] == "LIST" and is_probe(url):
+                self.probes[key] += 1
 
         def count(n: int) -> None:
             with self._lock:
@@ -316,7 +346,7 @@ class RequestCounts:
     def totals(self) -> dict[str, dict[str, int]]:
         """The counts so far, consistent with each other and ready for JSON.
 
-        ``requests`` and ``received`` by ``"VERB resource"``, ``refused`` by
+        ``requests``, ``received`` and ``probes`` by ``"VERB resource"``, ``refused`` by
         ``"VERB resource status"``.
         """
         with self._lock:
@@ -324,6 +354,7 @@ class RequestCounts:
                 "requests": {f"{v} {r}": n for (v, r), n in self.requests.items()},
                 "received": {f"{v} {r}": n for (v, r), n in self.received.items()},
                 "refused": {f"{v} {r} {c}": n for (v, r, c), n in self.refused.items()},
+                "probes": {f"{v} {r}": n for (v, r), n in self.probes.items()},
             }
 
 

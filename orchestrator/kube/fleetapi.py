@@ -16,8 +16,12 @@
   mirrors the same decision into the PlacementDecision's ``status.decisions`` (``{clusterName,
   replicas, reason}``, every value a string, the Argo CD clusterDecisionResource duck type),
   also conditionally, so a writer whose commit was superseded never overwrites a newer mirror.
-  ``PlacementWriter`` is the same writer taken apart (the LISTs once, then one call per
-  decision) so a caller can write the decisions of different workloads concurrently.
+  ``PlacementWriter`` is the same writer taken apart (the stored objects read once, then one
+  call per decision) so a caller can write the decisions of different workloads concurrently.
+  What it compares with comes from a ``PlacementSource``: two fresh LISTs
+  (``placement_listing``, the default) or the worker's watch-fed cache once it has reached the
+  collections' current versions (``orchestrator.kube.backend.placement``); both are at least as
+  new as the moment the write began, so an "unchanged" is never read from stale data.
 
 Conversions are plain functions over dicts (unit-tested without a server); the I/O functions take
 a ``kubernetes.dynamic.DynamicClient`` (or anything with the same ``resources.get`` surface).
@@ -29,7 +33,7 @@ import copy
 import json
 import logging
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources as package_data
@@ -44,6 +48,7 @@ from orchestrator.kube.client import (
     FIELD_MANAGER,
     PAGE_SIZE,
     apply,
+    collection_version,
     list_pages,
     object_meta,
     read_json,
@@ -234,6 +239,18 @@ def list_fleet_workloads(
     return _list(dyn, FLEET_WORKLOAD, namespace, page_size=page_size)
 
 
+def probe_version(dyn: Any, kind: tuple[str, str], namespace: str | None = None) -> str:
+    """The current resourceVersion of one of our collections (``client.collection_version``).
+
+    A 404 means discovery is stale, as for ``_list``: looked up afresh once.
+    """
+    try:
+        return collection_version(resource(dyn, kind), namespace=namespace)
+    except NotFoundError:
+        dyn.resources.invalidate_cache()
+        return collection_version(resource(dyn, kind), namespace=namespace)
+
+
 # ------------------------------------------------------------------------------------ decisions
 
 
@@ -405,6 +422,26 @@ def _mirror(
     raise RuntimeError(f"PlacementDecision {decision.workload}: too many conflicting writers")
 
 
+PlacementObjects = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""Every FleetWorkload and every PlacementDecision in the writer's scope, as stored."""
+PlacementSource = Callable[[], PlacementObjects]
+"""Where ``PlacementWriter`` reads what it compares with: called once, when there is a decision."""
+
+
+def placement_listing(dyn: Any, namespace: str | None = None) -> PlacementSource:
+    """The source without a cache: two fresh LISTs (FleetWorkloads; PlacementDecisions by label).
+
+    What the CLI's one-shot commands use, and the worker whenever its cache cannot show the
+    collections' current versions in time.
+    """
+
+    def listed() -> PlacementObjects:
+        owners = list_fleet_workloads(dyn, namespace)
+        return owners, _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
+
+    return listed
+
+
 UNCHANGED = "unchanged"
 WRITTEN = "written"
 CONFLICTED = "conflict"
@@ -413,12 +450,18 @@ NOT_FOUND = 404
 
 
 class PlacementWriter:
-    """One set of decisions to write: the two LISTs up front, then ``write`` per decision.
+    """One set of decisions to write: the stored objects read up front, then ``write`` each.
 
-    ``write`` touches only its own decision's FleetWorkload and PlacementDecision and reads the
-    LISTs taken here without changing them, so decisions of different workloads may be written
-    from several threads at once (the backend bounds how many); one workload's decisions must
-    not be written concurrently (a write set has one decision per workload).
+    The stored FleetWorkloads and PlacementDecisions come from ``source`` (default: two fresh
+    LISTs, ``placement_listing``); any source must be at least as new as the moment the writer
+    is built, because ``write`` calls a decision equal to what is stored ``UNCHANGED`` and writes
+    nothing for it: a stale "unchanged" would skip a needed write. Its conditional applies
+    (``resourceVersion`` preconditions, 409 -> ``CONFLICTED``) stay the guard against whatever
+    changes after that moment. ``write`` touches only its own decision's FleetWorkload and
+    PlacementDecision and reads the objects read here without changing them (they may be a
+    cache's, shared), so decisions of different workloads may be written from several threads
+    at once (the backend bounds how many); one workload's decisions must not be written
+    concurrently (a write set has one decision per workload).
     """
 
     def __init__(
@@ -427,6 +470,7 @@ class PlacementWriter:
         decisions: Sequence[PlacementDecision],
         namespace: str | None = None,
         now: datetime | None = None,
+        source: PlacementSource | None = None,
     ) -> None:
         self._dyn = dyn
         self._when = now or datetime.now(UTC)
@@ -437,16 +481,19 @@ class PlacementWriter:
         self._existing: dict[str, Mapping[str, Any]] = {}
         if not decisions:
             return
+        owners, existing = (source or placement_listing(dyn, namespace))()
         self._owners = {
-            f"{object_meta(o)['namespace']}/{object_meta(o)['name']}": o
-            for o in list_fleet_workloads(dyn, namespace)
+            f"{object_meta(o)['namespace']}/{object_meta(o)['name']}": o for o in owners
         }
         missing = sorted({d.workload for d in decisions} - set(self._owners))
         if missing:
             raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
+        # Ours carry the workload label (a cache holds every PlacementDecision in scope; the
+        # LIST asks for the label); ``_owned_by`` then checks the link to the FleetWorkload.
         self._existing = {
             f"{object_meta(p)['namespace']}/{object_meta(p)['name']}": p
-            for p in _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
+            for p in existing
+            if WORKLOAD_LABEL in (object_meta(p).get("labels") or {})
         }
         self._pds = resource(dyn, PLACEMENT_DECISION)
         self._fws = resource(dyn, FLEET_WORKLOAD)
@@ -512,7 +559,7 @@ def write_placement_decisions(
 ) -> WriteOutcome:
     """Write each decision that differs from the stored one: FleetWorkload status, then mirror.
 
-    Two LISTs (FleetWorkloads, PlacementDecisions), then per changed workload one
+    Two fresh LISTs (FleetWorkloads, PlacementDecisions), then per changed workload one
     conditional status apply of each (the PlacementDecision object itself is applied only when
     missing or not linked to its FleetWorkload). A decision whose ``resource_version`` no longer
     matches its FleetWorkload, or whose conditional commit gets a 409, is a conflict: nothing is

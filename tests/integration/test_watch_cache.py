@@ -2,8 +2,13 @@
 
 * The cache follows Clusters and FleetWorkloads created, changed and deleted on the real
   kube-apiserver (each within a bounded wait, polled), and once synced the inventory reads
-  issue no LIST of the five cached kinds: only the watches talk to the server. Every request of
+  issue no LIST of the six cached kinds: only the watches talk to the server. Every request of
   the backend's client is counted by one hook on ``call_api`` (``client.observe_requests``).
+* The placement writer reads what it compares with from the cache once the cache has reached
+  the collections' current versions (two LISTs of ``limit=1``), while another kind's writes
+  move the revision: its stores ask the real server for a bookmark (a 3-s watch) and are
+  vouched for, so no whole LIST of FleetWorkloads or PlacementDecisions, within
+  ``FRESH_TIMEOUT``.
 * The real watch: reopened from its resourceVersion when the server ends it (no LIST), and a
   resourceVersion the server has forgotten answered 410, after which the cache LISTs again.
 * The worker's own ClusterRole (deploy/rbac) may list and watch what the cache reads.
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +36,7 @@ from kubernetes.dynamic import DynamicClient
 
 from orchestrator.kube import cache as kcache
 from orchestrator.kube import capi, fleetapi
+from orchestrator.kube.backend import inventory as backend_inventory
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
 from orchestrator.kube.cache import FleetCache, WatchCache
@@ -38,6 +45,7 @@ from orchestrator.kube.client import (
     api_client,
     apply_all,
     dynamic,
+    is_probe,
     observe_requests,
 )
 from orchestrator.kube.templates import cluster_objects
@@ -50,7 +58,16 @@ pytestmark = pytest.mark.integration
 NS = "calibrator-cache"
 FOLLOW_TIMEOUT = 30.0  # seconds for the cache to show a change (the watch takes milliseconds)
 DELETE_TIMEOUT = 300
-CACHED = {"clusterclasses", "clusters", "kubeadmcontrolplanes", "machinedeployments", "fleetworkloads"}  # fmt: skip
+CACHED = {
+    "clusterclasses",
+    "clusters",
+    "kubeadmcontrolplanes",
+    "machinedeployments",
+    "fleetworkloads",
+    "placementdecisions",
+}
+PLACEMENT = {"fleetworkloads", "placementdecisions"}  # what the placement writer reads
+INVENTORY = CACHED - {"placementdecisions"}  # what the inventory reads
 INCREMENTS = 8  # per worker
 ROUNDS = 200  # read-place-write rounds a worker may take for its increments
 
@@ -74,9 +91,14 @@ def _workload(name: str, replicas: int = 1) -> dict[str, Any]:
 
 @dataclass
 class Requests:
-    """(method, resource, watch?) of every request a client sent, and the watches answered 200."""
+    """(method, resource, watch?) of every request a client sent, and the watches answered 200.
+
+    Version probes (LISTs of ``limit=1``: ``client.collection_version``) are kept apart in
+    ``probed``: ``lists`` counts the LISTs that read a collection whole.
+    """
 
     seen: list[tuple[str, str, bool]] = field(default_factory=list)
+    probed: list[str] = field(default_factory=list)
     watched: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,7 +108,10 @@ class Requests:
         watch = parse_qs(parts.query).get("watch", [""])[0].lower() == "true"
         resource = parts.path.rstrip("/").rsplit("/", 1)[-1]
         with self.lock:
-            self.seen.append((method, resource, watch))
+            if method == "GET" and not watch and is_probe(url):
+                self.probed.append(resource)
+            else:
+                self.seen.append((method, resource, watch))
 
         def answered(response: Any) -> None:
             if watch and response.status == 200:
@@ -95,10 +120,14 @@ class Requests:
 
         yield answered
 
-    def lists(self) -> int:
-        """LISTs of the cached kinds (a GET of a collection, not a watch)."""
+    def lists(self, kinds: set[str] = CACHED) -> int:
+        """Whole LISTs of the cached kinds (or ``kinds``): a GET of a collection, not a watch."""
         with self.lock:
-            return sum(1 for m, r, w in self.seen if m == "GET" and r in CACHED and not w)
+            return sum(1 for m, r, w in self.seen if m == "GET" and r in kinds and not w)
+
+    def probes(self) -> dict[str, int]:
+        with self.lock:
+            return {r: self.probed.count(r) for r in sorted(set(self.probed))}
 
     def watches(self) -> set[str]:
         with self.lock:
@@ -157,8 +186,10 @@ def test_the_cache_follows_the_server_and_reads_list_nothing(
     requests = Requests()
     backend = _backend(plane, requests)
     try:
-        first = _read(backend)  # waits for the first LISTs (synced)
+        first = _read(backend)  # waits for the first LISTs of the inventory's kinds (synced)
         assert "cache-a" in _listed(first)
+        assert backend._cache is not None
+        backend._cache.cache.wait_synced(FOLLOW_TIMEOUT)  # the writer's PlacementDecisions too
         lists = requests.lists()
         assert lists == len(CACHED), requests.seen  # one LIST per kind (one page each here)
         for _ in range(10):
@@ -197,6 +228,62 @@ def test_the_cache_follows_the_server_and_reads_list_nothing(
         _follows(backend, "cached-web deleted", lambda r: "cached-web" not in _workloads(r))
 
         assert requests.lists() == lists, "the cache followed by its watches, no LIST"
+    finally:
+        backend.close()
+
+
+def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
+    plane: LocalPlane, dyn: DynamicClient, namespace: str
+) -> None:
+    """Unchanged decisions are found unchanged from memory, while other kinds keep changing.
+
+    Between writes a Cluster is relabelled (another kind's write moves the revision every LIST
+    reports, as CAPI's status writes do during a rollout): the writer's probes report that
+    revision, and its stores of FleetWorkloads and PlacementDecisions, which saw no change of
+    their own, must still reach it within ``FRESH_TIMEOUT`` - by asking for a bookmark (the
+    server's side of ``WatchCache._ask``: a bookmark 2 s before a 3-s watch ends, at the watch
+    cache's revision, which the probe brought up to etcd's) - or the writer LISTs them whole.
+    """
+    apply_all(dyn, [_workload("cached-probe", 1)])
+    requests = Requests()
+    backend = _backend(plane, requests)
+    key = f"{NS}/cached-probe"
+    try:
+        _follows(backend, "the workload cached", lambda r: "cached-probe" in _workloads(r))
+        read = _read(backend)
+        decision = PlacementDecisionInfo(
+            key,
+            (ClusterReplicasInfo("cache-a", 1),),
+            reason="probe",
+            resource_version=read.workload_versions[key],
+        )
+        assert asyncio.run(backend.write_placement([decision], "probe")).written == (key,)
+        _follows(
+            backend,
+            "the decision cached",
+            lambda r: any(
+                w.key == key and (w.placement.current() or {}).get("cache-a") == 1
+                for w in r.snapshot.workloads
+            ),
+        )
+        lists = requests.lists(PLACEMENT)
+        for i in range(3):
+            patch(dyn, capi.CLUSTER, NS, "cache-a", {"metadata": {"labels": {"probe": str(i)}}})
+            same = PlacementDecisionInfo(
+                key,
+                decision.clusters,
+                reason="probe",
+                resource_version=_read(backend).workload_versions[key],
+            )
+            began = time.monotonic()
+            assert asyncio.run(backend.write_placement([same], "probe")).written == ()
+            took = time.monotonic() - began
+            assert took < backend_inventory.FRESH_TIMEOUT, f"waited {took:.1f}s"
+        assert requests.lists(PLACEMENT) == lists, "compared from memory, no whole LIST"
+        assert requests.probes() == {"fleetworkloads": 4, "placementdecisions": 4}
+        assert backend._cache is not None
+        asks = backend._cache.cache.asks
+        print(f"\n[watch cache] asks for a bookmark: {asks}")
     finally:
         backend.close()
 
@@ -267,10 +354,21 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
             ("cache-a", str(2 * INCREMENTS))
         ]
         # Every retry read its cache once it had caught up: no read fell back to LISTing (the
-        # placement writer's own LISTs are of FleetWorkloads and PlacementDecisions only).
+        # placement writer's own reads are of FleetWorkloads and PlacementDecisions only).
         for r in requests:
             with r.lock:
                 assert sum(1 for m, res, w in r.seen if res == "clusters" and not w) == 1
+        # Every write probed both collections' versions; whole LISTs are the writes whose
+        # cache did not reach them within FRESH_TIMEOUT (reported: they depend on the timing).
+        rounds = sum(n for r in results for n, _ in r)
+        for i, r in enumerate(requests):
+            probes = r.probes()
+            assert probes.get("fleetworkloads", 0) == probes.get("placementdecisions", 0)
+            print(
+                f"[watch cache] worker {i}: {probes} probes, "
+                f"{r.lists(PLACEMENT) - 2} whole LISTs of {sorted(PLACEMENT)} after sync"
+            )
+        assert sum(r.probes().get("fleetworkloads", 0) for r in requests) == rounds
         # Both caches end at the stored decision.
         for backend in workers:
             _follows(
@@ -379,5 +477,5 @@ def test_a_cli_backend_opens_no_watch(plane: LocalPlane, namespace: str) -> None
     backend = KubeFleetBackend(api, NS)
     _read(backend)
     _read(backend)
-    assert requests.lists() == 2 * len(CACHED)
+    assert requests.lists() == 2 * len(INVENTORY)
     assert not requests.watches()

@@ -56,8 +56,9 @@ REASON_LIMIT = 300
 # (issue 9) twenty re-placements' fleet LISTs held all 6, and every other activity's short calls
 # (observe, patches, taints) queued behind them for tens of seconds.
 CALL_THREADS = 100
-# Fleet-wide reads (the inventory, the placement writer's LISTs) at once: each holds the whole
-# fleet in memory, so they keep a pool of their own, as many as the default pool gave them there.
+# Fleet-wide reads (the inventory, what the placement writer compares with) at once: each holds
+# the whole fleet in memory, so they keep a pool of their own, as many as the default pool gave
+# them there.
 FLEET_READERS = 6
 
 T = TypeVar("T")

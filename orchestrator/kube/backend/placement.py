@@ -11,21 +11,42 @@
   a FleetWorkload the snapshot rules reject raise ``NotFoundError`` / ``BackendError`` naming the
   object and the remedy.
 * **Stale reads are refused, never written**: the decisions may come from the worker's
-  watch-fed cache (``inventory``), a little behind the API server. The writer's own LIST of
-  FleetWorkloads is fresh, so a decision computed from an older version is a conflict before
-  any write, and one the server changed after that LIST fails its conditional apply (409).
-  Either way the versions the writer saw are handed to the cache's readers (``_saw``): the
-  retry's inventory read waits until the cache has them (or LISTs), so it recomputes from
-  data at least as new as what refused it (docs/decisions.md, "Reads from a watch-fed cache").
+  watch-fed cache (``inventory``), a little behind the API server. What the writer compares
+  them with is never behind the moment the write began: a decision computed from an older
+  FleetWorkload is a conflict before any write, and one the server changed after that moment
+  fails its conditional apply (409). Either way the versions the writer saw are handed to the
+  cache's readers (``_saw``): the retry's inventory read waits until the cache has them (or
+  LISTs), so it recomputes from data at least as new as what refused it (docs/decisions.md,
+  "Reads from a watch-fed cache").
+* **What the writer compares with: a consistent read from the cache** (``_placement_objects``).
+  Without a cache (the CLI) it is two fresh LISTs, every FleetWorkload and every
+  PlacementDecision in scope, per call: with the cache, the largest reads left, growing with
+  the fleet. With one, the backend first asks each collection for its current resourceVersion
+  (``fleetapi.probe_version``: a LIST of ``limit=1``, a consistent read, one object), waits
+  until the cache's store of that kind has reached it (``FleetCache.current``, the same
+  integer comparison and wait as the inventory's read-your-writes, at most ``FRESH_TIMEOUT``;
+  that version is etcd's revision, which every kind's writes move, so a store whose own kind
+  did not change asks the server for a bookmark: ``cache.WatchCache.wait_for(ask=True)``),
+  and reads the objects from memory: everything a LIST made at that moment would return. A
+  cache that is not synced, lagging or not there in time is passed by: the two LISTs, fresh,
+  never stale. PlacementDecisions are a cached kind for this (not read one by one for the
+  decisions that changed): the writer compares every decision it is given with the mirror
+  (a decision equal to the FleetWorkload's but not to the mirror repairs it), and a
+  re-placement gives it most workloads (834-841 of 1,000 per ``replace`` at 100 clusters,
+  docs/benchmarks.md), so reading them one by one would cost a GET per workload; cached, they
+  cost one object per FleetWorkload in memory (slimmed as the other kinds) and their watch
+  events, which grow with the writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.kube import fleetapi
+from orchestrator.kube.backend import inventory
 from orchestrator.kube.backend.access import KubeAccess
 from orchestrator.kube.backend.port import (
     NotFoundError,
@@ -33,20 +54,45 @@ from orchestrator.kube.backend.port import (
     PlacementWrite,
     Progress,
 )
+from orchestrator.kube.cache import PLACEMENT_KINDS, SYNC_TIMEOUT, CacheNotSynced
 
 # Decisions written at once by write_placement: a few in flight fill the API server's fair share
 # without queueing behind the client's connection pool (kubernetes' default: 5 per CPU).
 PLACEMENT_WRITERS = 8
 
+log = logging.getLogger(__name__)
+
 
 class PlacementWrites(KubeAccess):
     """``FleetBackend.write_placement``: the decisions that changed, compare-and-swap."""
 
+    def _placement_objects(self) -> fleetapi.PlacementObjects:
+        """The stored FleetWorkloads and PlacementDecisions, as new as now (module docstring).
+
+        From the cache once each of its two stores has reached its collection's current
+        resourceVersion (two ``limit=1`` probes), else two fresh LISTs.
+        """
+        assert self._cache is not None
+        self._cache.start()  # idempotent, as the inventory's first read
+        versions = {
+            kind: fleetapi.probe_version(self._dyn, kind, self._namespace)
+            for kind in PLACEMENT_KINDS
+        }
+        try:
+            read = self._cache.current(
+                versions, sync_timeout=SYNC_TIMEOUT, fresh_timeout=inventory.FRESH_TIMEOUT
+            )
+        except CacheNotSynced as err:
+            log.warning("%s: the placement writer LISTs instead", err)
+            return fleetapi.placement_listing(self._dyn, self._namespace)()
+        return read[fleetapi.FLEET_WORKLOAD], read[fleetapi.PLACEMENT_DECISION]
+
     def _placement_writer(
         self, todo: Sequence[fleetapi.PlacementDecision]
     ) -> fleetapi.PlacementWriter:
+        source = self._placement_objects if self._cache is not None else None
         try:
-            return fleetapi.PlacementWriter(self._dyn, todo, self._namespace)
+            return fleetapi.PlacementWriter(self._dyn, todo, self._namespace, source=source)
         except (fleetapi.ApiMissingError, fleetapi.WorkloadMissingError) as err:
             raise NotFoundError(str(err)) from None
 
@@ -58,7 +104,8 @@ class PlacementWrites(KubeAccess):
     ) -> PlacementWrite:
         """Write each changed decision, conditionally on the FleetWorkload as read (see above).
 
-        The two LISTs first (a fleet-wide read, ``access.FLEET_READERS``), then up to
+        The stored objects first (a fleet-wide read, ``access.FLEET_READERS``: from the cache
+        at the collections' current versions, or two LISTs), then up to
         ``PLACEMENT_WRITERS`` decisions at a time, on threads of this call's own (not the
         backend's pool, which every activity of the worker shares); each decision is a
         ``_call`` (cancelled with the activity, a span of its own).

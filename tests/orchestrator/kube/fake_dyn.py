@@ -2,7 +2,9 @@
 
 Objects live in ``objects[kind][(namespace, name)]``. ``get`` lists (namespace and ``key=value``
 or ``key`` label selectors, pages with ``limit``/``_continue``, counted in ``lists`` and
-``pages``) or reads one; ``patch`` is a JSON merge patch honouring
+``pages``; a LIST of ``limit=1``, a version probe, in ``probes`` instead of ``lists``) or reads
+one; a list's resourceVersion is the store's one counter (``rv``), shared by every kind as etcd's
+revision is; ``patch`` is a JSON merge patch honouring
 ``metadata.resourceVersion`` (409 on mismatch); ``server_side_apply`` merges the applied fields
 (creating the object); ``<resource>.status.server_side_apply`` replaces status fields of an
 existing object (404 otherwise; 409 when ``metadata.resourceVersion`` is given and differs), as
@@ -100,8 +102,9 @@ class Resource:
             if obj is None:
                 raise ApiError(404)
             return Result(obj)
+        counts = self.store.probes if limit == 1 else self.store.lists
         if _continue is None:
-            self.store.lists[self.kind] = self.store.lists.get(self.kind, 0) + 1
+            counts[self.kind] = counts.get(self.kind, 0) + 1
         self.store.pages[self.kind] = self.store.pages.get(self.kind, 0) + 1
         if _continue is not None and _continue in self.store.expired:
             raise ApiError(410)
@@ -172,7 +175,8 @@ class FakeDyn:
         self.missing = set(missing)  # kinds the server does not serve
         self.gone_namespaces: set[str] = set()  # objects listed there outlived their namespace
         self.invalidations = 0
-        self.lists: dict[str, int] = {}  # LIST calls (first pages) per kind
+        self.lists: dict[str, int] = {}  # LIST calls (first pages) per kind, probes apart
+        self.probes: dict[str, int] = {}  # LISTs of limit=1 (client.collection_version) per kind
         self.pages: dict[str, int] = {}  # pages fetched per kind
         self.expired: set[str] = set()  # continue tokens the "server" answers with 410
         self.rv = 1

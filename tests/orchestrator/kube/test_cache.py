@@ -8,11 +8,9 @@ test pushes. Every wait has a timeout (``wait_until``), nothing sleeps and asser
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -22,65 +20,19 @@ from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend import inventory as backend_inventory
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, PlacementDecisionInfo
-from orchestrator.kube.cache import CacheNotSynced, FleetCache, WatchCache, version_reached
+from orchestrator.kube.cache import CacheNotSynced, WatchCache, version_reached
 from orchestrator.kube.inventory import read_fleet
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn
-from tests.orchestrator.kube.test_inventory import fleet
-
-END = object()  # ends the current watch stream (a server-side timeout)
-WAIT = 5.0
-
-
-def wait_until(what: str, done: Callable[[], bool], timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not {what} within {timeout}s")
-        time.sleep(0.005)
-
-
-def obj(name: str, rv: str, ns: str = NS, **extra: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv}, **extra}
-
-
-def event(kind: str, o: dict[str, Any]) -> dict[str, Any]:
-    return {"type": kind, "object": o}
-
-
-@dataclass
-class Feed:
-    """Scripted sources: ``lists[kind]`` is popped per LIST (the last one repeats)."""
-
-    lists: dict[Hashable, list[Any]] = field(default_factory=dict)
-    events: dict[Hashable, queue.Queue[Any]] = field(default_factory=dict)
-    watched_from: list[tuple[Hashable, str]] = field(default_factory=list)
-    closed: threading.Event = field(default_factory=threading.Event)
-
-    def list(self, kind: Hashable) -> tuple[list[dict[str, Any]], str]:
-        script = self.lists[kind]
-        step = script.pop(0) if len(script) > 1 else script[0]
-        if isinstance(step, Exception):
-            raise step
-        items, version = step
-        return [dict(o) for o in items], version
-
-    def watch(self, kind: Hashable, version: str, timeout: int) -> Iterator[dict[str, Any]]:
-        self.watched_from.append((kind, version))
-        events = self.events.setdefault(kind, queue.Queue())
-        while not self.closed.is_set():
-            try:
-                item = events.get(timeout=0.01)
-            except queue.Empty:
-                continue
-            if item is END:
-                return
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    def push(self, kind: Hashable, *items: Any) -> None:
-        for item in items:
-            self.events.setdefault(kind, queue.Queue()).put(item)
+from tests.orchestrator.kube.watch_feed import (
+    END,
+    WAIT,
+    Feed,
+    event,
+    fleet,
+    fleet_cache,
+    obj,
+    wait_until,
+)
 
 
 def started(feed: Feed, kinds: tuple[Hashable, ...] = ("A",), **kw: Any) -> WatchCache:
@@ -274,6 +226,77 @@ def test_version_reached(have: str, want: str, reached: bool) -> None:
     assert version_reached(have, want) is reached
 
 
+def bookmark(version: str) -> dict[str, Any]:
+    return event("BOOKMARK", {"metadata": {"resourceVersion": version}})
+
+
+# (what the short watch answers, what the cache's own watch delivers meanwhile, the store's
+# version after the wait, whether the wait for "12" returns)
+ASKS = [
+    pytest.param([bookmark("12")], [], "12", True, id="no change: moved to the bookmark"),
+    pytest.param([bookmark("15")], [], "15", True, id="a bookmark past the version"),
+    pytest.param(
+        [event("MODIFIED", obj("a", "9")), bookmark("12")],
+        [event("MODIFIED", obj("a", "9"))],
+        "12",
+        True,
+        id="a change: moved once the store has it",
+    ),
+    pytest.param(
+        [event("MODIFIED", obj("a", "9")), bookmark("12")],
+        [],
+        "7",
+        False,
+        id="a change the store has not heard of: not moved",
+    ),
+    pytest.param([bookmark("10")], [], "7", False, id="a bookmark short of the version"),
+    pytest.param([], [], "7", False, id="no bookmark"),
+    pytest.param([GONE_EVENT], [], "7", False, id="410"),
+    pytest.param([ApiError(500)], [], "7", False, id="an error"),
+]
+
+
+@pytest.mark.parametrize(("answer", "delivered", "version", "reached"), ASKS)
+def test_asking_for_a_bookmark_moves_a_store_only_as_far_as_the_server_vouches(
+    feed: Feed,
+    answer: list[Any],
+    delivered: list[dict[str, Any]],
+    version: str,
+    reached: bool,
+) -> None:
+    """A consistent read's version is etcd's revision: the store of a quiet kind must ask.
+
+    The store is at 7 and a reader waits for 12 (another kind's writes moved the revision).
+    """
+    feed.lists["A"] = [([obj("a", "3")], "7")]
+    feed.answer = lambda kind, start: answer if (kind, start) == ("A", "7") else []
+    cache = started(feed)
+    try:
+        for item in delivered:
+            threading.Timer(0.05, feed.push, ("A", item)).start()
+        if reached:
+            cache.wait_for({"A": "12"}, WAIT, ask=True)
+        else:
+            with pytest.raises(CacheNotSynced):
+                cache.wait_for({"A": "12"}, 0.3, ask=True)
+        assert cache.version("A") == version
+        assert feed.asked_from == [("A", "7")] and cache.asks == {"A": 1}
+        assert names(cache) == ({"a": "9"} if delivered else {"a": "3"})
+        assert cache.lists == {"A": 1}
+    finally:
+        cache.stop()
+
+
+def test_a_store_at_the_version_asks_nothing(feed: Feed) -> None:
+    feed.lists["A"] = [([obj("a", "3")], "7")]
+    cache = started(feed)
+    try:
+        cache.wait_for({"A": "7"}, 0.01, ask=True)
+        assert feed.asked_from == []
+    finally:
+        cache.stop()
+
+
 def test_managed_fields_and_last_applied_are_dropped_from_listed_and_watched_objects(
     feed: Feed,
 ) -> None:
@@ -371,25 +394,6 @@ def test_stop_ends_the_threads(feed: Feed) -> None:
 # --------------------------------------------------------------- the fleet cache and the backend
 
 
-class DynFeed(Feed):
-    """The real ``kube_list`` over a FakeDyn, and watches the test feeds."""
-
-    def __init__(self, dyn: FakeDyn) -> None:
-        super().__init__()
-        self.listing = kcache.kube_list(dyn, NS)
-
-    def list(self, kind: Hashable) -> tuple[list[dict[str, Any]], str]:
-        return self.listing(kind)
-
-
-def fleet_cache(dyn: FakeDyn) -> tuple[FleetCache, DynFeed]:
-    source = DynFeed(dyn)
-    watch = WatchCache(
-        kcache.FLEET_KINDS, source.list, source.watch, backoff=0.01, interrupt=source.closed.set
-    )
-    return FleetCache(dyn, NS, cache=watch), source
-
-
 def test_the_cache_yields_what_a_list_yields_one_switch() -> None:
     dyn = fleet(5)
     listed = read_fleet(dyn, NS)
@@ -479,6 +483,30 @@ def test_a_watch_that_keeps_failing_makes_readers_list_until_it_is_back() -> Non
         cache.objects(sync_timeout=WAIT)
     finally:
         cache.stop()
+
+
+def test_a_kind_a_reader_does_not_read_never_holds_it_up() -> None:
+    """A failing PlacementDecision watch (a ClusterRole without it) sends only the writer to LIST.
+
+    The inventory reads five kinds and the placement writer two: each waits for, and is told
+    about, only its own.
+    """
+    dyn = fleet(1)
+    cache, source = fleet_cache(dyn)
+    cache.start()
+    try:
+        cache.objects(sync_timeout=WAIT)
+        for _ in range(kcache.LAG_AFTER):
+            source.push(fleetapi.PLACEMENT_DECISION, ApiError(403))
+        wait_until("lagging", lambda: cache.cache.lagging() == (fleetapi.PLACEMENT_DECISION,))
+        assert len(cache.objects(sync_timeout=WAIT)[0].fleet_workloads) == 3
+        now = {k: cache.cache.version(k) for k in kcache.PLACEMENT_KINDS}
+        with pytest.raises(CacheNotSynced, match="the watch of PlacementDecision keeps failing"):
+            cache.current(now, sync_timeout=WAIT)
+        assert [len(v) for v in cache.current({fleetapi.FLEET_WORKLOAD: "1"}).values()] == [3]
+    finally:
+        cache.stop()
+        source.closed.set()
 
 
 def test_the_backend_reads_its_own_version_writes(monkeypatch: pytest.MonkeyPatch) -> None:

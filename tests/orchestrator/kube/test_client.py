@@ -26,6 +26,7 @@ from orchestrator.kube.client import (
     request_kind,
 )
 from tests.orchestrator.kube.api_server import NODES, Fault, api_server, faulty_server
+from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
 
 
 def test_every_request_runs_inside_the_observer_with_its_status() -> None:
@@ -121,6 +122,36 @@ def test_requests_are_counted_per_attempt_with_the_bytes_read() -> None:
     assert counts.refused == {("LIST", "nodes", 503): 1, ("GET", "namespaces", 404): 1}
     assert counts.totals()["requests"] == {"LIST nodes": 2, "GET namespaces": 1}
     assert counts.totals()["refused"] == {"LIST nodes 503": 1, "GET namespaces 404": 1}
+
+
+def test_a_version_probe_is_a_list_counted_apart_too() -> None:
+    """``collection_version``'s LIST of limit=1: a LIST for the API server, a probe for us."""
+    counts = RequestCounts()
+    for url in (
+        f"{CAPI}/namespaces/ns/clusters?limit=1",
+        f"{CAPI}/namespaces/ns/clusters?limit=500",
+        f"{CAPI}/namespaces/ns/clusters?limit=1&watch=true",
+        f"{CAPI}/namespaces/ns/clusters/limit",
+    ):
+        with counts.observe("GET", url, {}):
+            pass
+    assert counts.requests == {
+        ("LIST", "clusters"): 2,
+        ("WATCH", "clusters"): 1,
+        ("GET", "clusters"): 1,
+    }
+    assert counts.probes == {("LIST", "clusters"): 1}
+    assert counts.totals()["probes"] == {"LIST clusters": 1}
+
+
+def test_the_collection_version_is_one_list_of_one_object() -> None:
+    dyn = FakeDyn()
+    for name in ("a", "b", "c"):
+        dyn.add("FleetWorkload", {"metadata": {"name": name}})
+    dyn.rv = 42
+    resource = dyn.resources.get("calibrator.dev/v1alpha1", "FleetWorkload")
+    assert kube_client.collection_version(resource, namespace=NS) == "42"
+    assert dyn.probes == {"FleetWorkload": 1} and dyn.lists == {}
 
 
 class _Body:

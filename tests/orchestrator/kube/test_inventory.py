@@ -17,29 +17,11 @@ from orchestrator.domain.snapshot import WorkloadClusterStatus
 from orchestrator.kube import fleetapi
 from orchestrator.kube.fleetmap import InventoryError
 from orchestrator.kube.inventory import read_fleet
-from testkit.capi_objects import cclass, cluster, kcp, md
-from tests.orchestrator.kube.fake_dyn import NS, FakeDyn
+from testkit.capi_objects import cluster, kcp
+from tests.orchestrator.kube.fake_dyn import NS
+from tests.orchestrator.kube.watch_feed import fleet
 
 KINDS = ("ClusterClass", "Cluster", "KubeadmControlPlane", "MachineDeployment", "FleetWorkload")
-
-
-def fleet(clusters: int, *, missing: tuple[str, ...] = ()) -> FakeDyn:
-    dyn = FakeDyn(missing)
-    dyn.add("ClusterClass", cclass("cc", ["v1.33.0", "v1.34.0"]))
-    for i in range(clusters):
-        name = f"c{i:03d}"
-        dyn.add("Cluster", cluster(name, labels={"env": "prod" if i % 2 else "dev"}))
-        dyn.add("KubeadmControlPlane", kcp(name))
-        dyn.add("MachineDeployment", md(f"{name}-md-0", name))
-    for i in range(3):
-        dyn.add(
-            "FleetWorkload",
-            {
-                "metadata": {"name": f"w{i}", "uid": f"u{i}"},
-                "spec": {"apis": ["apps/v1/Deployment"], "placement": {"clusters": ["c000"]}},
-            },
-        )
-    return dyn
 
 
 @pytest.mark.parametrize(("clusters", "page_size"), [(0, 500), (1, 500), (7, 2), (40, 3)])

@@ -62,7 +62,7 @@ def watches() -> Iterator[Watches]:
 def _backend(dyn: FakeDyn, watches: Watches, *, start: bool = True) -> KubeFleetBackend:
     """A backend for every namespace (``namespace=None``) with a cache of every namespace."""
     cache = WatchCache(
-        kcache.FLEET_KINDS,
+        kcache.CACHED_KINDS,
         kcache.kube_list(dyn, None),
         watches.watch,
         backoff=0.01,
