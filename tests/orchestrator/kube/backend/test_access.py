@@ -4,13 +4,12 @@ A backend for every namespace is handed clusters by name alone (a ``ClusterRef``
 namespace). With the worker's watch-fed cache it finds the namespace in memory; a name the cache
 does not know, a cache not synced and one whose Cluster watch keeps failing LIST every Cluster, as
 a backend without a cache always does. The cache runs over the real ``kube_list`` of a
-``FakeDyn`` and a scripted watch (no network); every wait is bounded.
+``FakeDyn`` and a scripted watch (``watch_feed.Feed``, no network); every wait is bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -25,41 +24,20 @@ from orchestrator.kube.backend.port import ClusterRef, NotFoundError
 from orchestrator.kube.cache import FleetCache, WatchCache
 from tests.orchestrator.kube.backend.test_kube_backend import one_cluster_fleet
 from tests.orchestrator.kube.fake_dyn import NS, ApiError, FakeDyn
+from tests.orchestrator.kube.watch_feed import Feed
 
 WAIT = 5.0
 OTHER = "other-ns"
 
 
-class Watches:
-    """Watch streams the test feeds (one queue per kind); idle until ``closed``."""
-
-    def __init__(self) -> None:
-        self.events: dict[Hashable, queue.Queue[Any]] = {}
-        self.closed = threading.Event()
-
-    def watch(self, kind: Hashable, version: str, timeout: int) -> Iterator[dict[str, Any]]:
-        events = self.events.setdefault(kind, queue.Queue())
-        while not self.closed.is_set():
-            try:
-                item = events.get(timeout=0.01)
-            except queue.Empty:
-                continue
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    def push(self, kind: Hashable, item: Any) -> None:
-        self.events.setdefault(kind, queue.Queue()).put(item)
-
-
 @pytest.fixture
-def watches() -> Iterator[Watches]:
-    w = Watches()
+def watches() -> Iterator[Feed]:
+    w = Feed()
     yield w
     w.closed.set()
 
 
-def _backend(dyn: FakeDyn, watches: Watches, *, start: bool = True) -> KubeFleetBackend:
+def _backend(dyn: FakeDyn, watches: Feed, *, start: bool = True) -> KubeFleetBackend:
     """A backend for every namespace (``namespace=None``) with a cache of every namespace."""
     cache = WatchCache(
         kcache.CACHED_KINDS,
@@ -81,7 +59,7 @@ def _cluster(name: str, namespace: str, **meta: Any) -> dict[str, Any]:
 
 
 def test_a_named_cluster_is_found_in_the_cache_without_a_list(
-    watches: Watches, monkeypatch: pytest.MonkeyPatch
+    watches: Feed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
     monkeypatch.setattr(workload, "workload_client", lambda *a: object())
@@ -99,7 +77,7 @@ def test_a_named_cluster_is_found_in_the_cache_without_a_list(
         backend.close()
 
 
-def test_a_name_the_cache_has_not_seen_yet_is_listed(watches: Watches) -> None:
+def test_a_name_the_cache_has_not_seen_yet_is_listed(watches: Feed) -> None:
     dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     try:
@@ -114,7 +92,7 @@ def test_a_name_the_cache_has_not_seen_yet_is_listed(watches: Watches) -> None:
         backend.close()
 
 
-def test_a_cluster_being_deleted_in_the_cache_is_looked_up_afresh(watches: Watches) -> None:
+def test_a_cluster_being_deleted_in_the_cache_is_looked_up_afresh(watches: Feed) -> None:
     dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     try:
@@ -134,7 +112,7 @@ def test_a_cluster_being_deleted_in_the_cache_is_looked_up_afresh(watches: Watch
         backend.close()
 
 
-def test_one_name_in_two_namespaces_must_be_named_with_its_namespace(watches: Watches) -> None:
+def test_one_name_in_two_namespaces_must_be_named_with_its_namespace(watches: Feed) -> None:
     dyn = one_cluster_fleet(topology=False)
     dyn.add("Cluster", _cluster("c1", OTHER))
     backend = _backend(dyn, watches)
@@ -146,7 +124,7 @@ def test_one_name_in_two_namespaces_must_be_named_with_its_namespace(watches: Wa
         backend.close()
 
 
-def test_a_cache_not_synced_is_not_waited_for(watches: Watches) -> None:
+def test_a_cache_not_synced_is_not_waited_for(watches: Feed) -> None:
     """The first LIST fails: the lookup LISTs at once, it does not wait for the cache's sync."""
     dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches, start=False)
@@ -171,7 +149,7 @@ def test_a_cache_not_synced_is_not_waited_for(watches: Watches) -> None:
         backend.close()
 
 
-def test_a_cluster_watch_that_keeps_failing_makes_the_lookup_list(watches: Watches) -> None:
+def test_a_cluster_watch_that_keeps_failing_makes_the_lookup_list(watches: Feed) -> None:
     dyn = one_cluster_fleet(topology=False)
     backend = _backend(dyn, watches)
     assert backend._cache is not None
