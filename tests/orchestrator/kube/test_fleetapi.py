@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -101,6 +102,27 @@ def test_status_clusters_are_the_current_placement() -> None:
     assert "placement" not in fleetapi.workload_entry(
         {"metadata": {"name": "w", "namespace": "n"}, "spec": {}}
     )
+
+
+@pytest.mark.parametrize("decided", [False, True], ids=["declared", "decided"])
+def test_building_and_parsing_an_entry_never_changes_the_stored_object(decided: bool) -> None:
+    """Entries share the cached object's spec values (no copy): nothing may write through them."""
+    obj: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": "shop", "generation": 1},
+        "spec": {
+            "apis": ["apps/v1/Deployment"],
+            "replicas": 2,
+            "requests": {"cpu": "100m"},
+            "placement": {"clusters": ["prod-eu-1", "gone"], "maxClusters": 2},
+        },
+    }
+    if decided:
+        obj["status"] = {"clusters": [{"name": "gone", "replicas": 2}], "observedGeneration": 1}
+    stored = copy.deepcopy(obj)
+    entry = fleetapi.current_on_inventory(fleetapi.workload_entry(obj), {"prod-eu-1"})
+    assert entry["placement"]["clusters"] == ([] if decided else ["prod-eu-1"])
+    _parse(EXAMPLE, [entry])
+    assert obj == stored
 
 
 def test_generations_say_whether_the_counts_were_decided_under_the_current_spec() -> None:
