@@ -36,7 +36,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources as package_data
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
@@ -216,6 +216,21 @@ def fleet_workload(workload: Workload) -> dict[str, Any]:
     }
 
 
+_T = TypeVar("_T")
+
+
+def _on_resource(dyn: Any, kind: tuple[str, str], call: Callable[[Any], _T]) -> _T:
+    """``call`` with ``kind``'s resource, looked up afresh once on a 404.
+
+    A 404 means discovery is stale: the CRD was deleted and made again since it was looked up.
+    """
+    try:
+        return call(resource(dyn, kind))
+    except NotFoundError:
+        dyn.resources.invalidate_cache()
+        return call(resource(dyn, kind))
+
+
 def _list(
     dyn: Any,
     kind: tuple[str, str],
@@ -223,22 +238,14 @@ def _list(
     label_selector: str = "",
     page_size: int = PAGE_SIZE,
 ) -> list[dict[str, Any]]:
-    """One paginated LIST; a 404 means discovery is stale (CRD deleted): look it up afresh once."""
-    try:
-        return list_pages(
-            resource(dyn, kind),
-            namespace=namespace,
-            label_selector=label_selector,
-            page_size=page_size,
-        )
-    except NotFoundError:
-        dyn.resources.invalidate_cache()
-        return list_pages(
-            resource(dyn, kind),
-            namespace=namespace,
-            label_selector=label_selector,
-            page_size=page_size,
-        )
+    """One paginated LIST (``_on_resource``: a stale discovery is looked up afresh once)."""
+    return _on_resource(
+        dyn,
+        kind,
+        lambda res: list_pages(
+            res, namespace=namespace, label_selector=label_selector, page_size=page_size
+        ),
+    )
 
 
 def list_fleet_workloads(
@@ -251,13 +258,9 @@ def list_fleet_workloads(
 def probe_version(dyn: Any, kind: tuple[str, str], namespace: str | None = None) -> str:
     """The current resourceVersion of one of our collections (``client.collection_version``).
 
-    A 404 means discovery is stale, as for ``_list``: looked up afresh once.
+    A stale discovery is looked up afresh once (``_on_resource``), as for ``_list``.
     """
-    try:
-        return collection_version(resource(dyn, kind), namespace=namespace)
-    except NotFoundError:
-        dyn.resources.invalidate_cache()
-        return collection_version(resource(dyn, kind), namespace=namespace)
+    return _on_resource(dyn, kind, lambda res: collection_version(res, namespace=namespace))
 
 
 # ------------------------------------------------------------------------------------ decisions
