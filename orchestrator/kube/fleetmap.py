@@ -379,6 +379,8 @@ class ParsedWorkloads:
                     except InputError:
                         return None
                 kept[k] = found
+            if len(kept) != len(fleet_workloads):
+                return None  # one FleetWorkload twice: the whole parse names it
             self._parsed = kept
             return tuple(w for _, w in kept.values())
 

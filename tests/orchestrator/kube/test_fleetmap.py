@@ -411,6 +411,9 @@ def test_kept_workloads_give_the_full_reads_snapshot_and_only_written_ones_are_p
     fleet_snapshot(fleet, objs[:1], parsed=parsed)  # w2 and w3 deleted
     assert len(parsed) == 1
 
+    with pytest.raises(InventoryError, match=r"^workloads: duplicate workload\(s\) 'fleet/w1'"):
+        fleet_snapshot(fleet, [objs[0], objs[0]], parsed=parsed)
+
 
 def test_kept_workloads_follow_the_fleets_clusters() -> None:
     """A cluster that leaves the fleet leaves every current placement, kept or not."""
