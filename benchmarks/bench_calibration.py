@@ -56,6 +56,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -210,17 +211,46 @@ class HistoryStats:
     events: int
     bytes: int
     max_run_events: int
+    span_s: float = 0.0  # first event to last, the runs summed
+    # By activity type: seconds from scheduled to closed (queueing for a slot, every attempt
+    # and the retries' backoff included), summed, and how many were scheduled.
+    activity_s: dict[str, float] = field(default_factory=dict)
+    activity_calls: Counter[str] = field(default_factory=Counter)
+
+
+_CLOSED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
+}
 
 
 async def history_stats(temporal: Client, workflow_id: str) -> HistoryStats:
+    """Size of a workflow's history, and where its time went, activity type by type."""
     runs = events = size = biggest = 0
+    span = 0.0
+    seconds: dict[str, float] = {}
+    calls: Counter[str] = Counter()
     async for wf in temporal.list_workflows(f'WorkflowId = "{workflow_id}"'):
         history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
         runs += 1
         events += len(history.events)
         size += sum(e.ByteSize() for e in history.events)
         biggest = max(biggest, len(history.events))
-    return HistoryStats(runs, events, size, biggest)
+        times = [e.event_time.ToNanoseconds() / 1e9 for e in history.events]
+        span += max(times, default=0.0) - min(times, default=0.0)
+        scheduled: dict[int, tuple[str, float]] = {}
+        for event, at in zip(history.events, times, strict=True):
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                name = event.activity_task_scheduled_event_attributes.activity_type.name
+                scheduled[event.event_id] = (name, at)
+                calls[name] += 1
+            elif event.event_type in _CLOSED:
+                attributes = getattr(event, _CLOSED[event.event_type])
+                name, since = scheduled.pop(attributes.scheduled_event_id)
+                seconds[name] = seconds.get(name, 0.0) + at - since
+    return HistoryStats(runs, events, size, biggest, span, seconds, calls)
 
 
 @dataclass
@@ -251,6 +281,7 @@ class Report:
     # replicas moved, forced, cluster-steps that moved more than they forced).
     per_step: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     placement_writes: int = 0  # PATCH/APPLY/CREATE of PlacementDecisions and FleetWorkloads
+    rollouts: dict[str, float] = field(default_factory=dict)  # cluster -> its CAPI rollout, s
     query_failures: int = 0  # progress queries failed (deadlock detector, RPC timeout) in the run
     cache: bool = True  # the worker read the fleet from its watch-fed cache
     # The worker's own requests and bytes read during the calibration (``WorkerCounts``), and
@@ -264,6 +295,24 @@ class Report:
     def per_cluster_step(self, n: float) -> float:
         """``n`` per cluster-step."""
         return n / max(self.cluster_steps, 1)
+
+    def own_time(self) -> list[float]:
+        """Each cluster's time beyond its CAPI rollout: its child's span minus the rollout."""
+        return sorted(
+            c.span_s - self.rollouts[n] for n, c in self.children.items() if n in self.rollouts
+        )
+
+    def activity_time(self) -> list[tuple[str, float, float]]:
+        """(activity type, calls per cluster, seconds per cluster), most time first."""
+        seconds: dict[str, float] = {}
+        calls: Counter[str] = Counter()
+        for c in self.children.values():
+            for name, s in c.activity_s.items():
+                seconds[name] = seconds.get(name, 0.0) + s
+            calls.update(c.activity_calls)
+        n = max(len(self.children), 1)
+        ranked = sorted(seconds.items(), key=lambda kv: -kv[1])
+        return [(name, calls[name] / n, s / n) for name, s in ranked]
 
     def as_json(self) -> dict[str, Any]:
         """The figures as JSON (``--json``): totals and per cluster-step."""
@@ -312,6 +361,11 @@ class Report:
                 "parent_bytes": self.parent.bytes,
                 "child_events_max": max((c.events for c in self.children.values()), default=0),
             },
+            "clusters_own_time_s": _quantiles(self.own_time()),
+            "activity_time_per_cluster": {
+                name: {"calls": round(calls, 2), "s": round(s, 1)}
+                for name, calls, s in self.activity_time()
+            },
             "placement_writes": self.placement_writes,
             "replicas_moved": self.replicas_moved,
             "replicas_moved_by_steps": self.replicas_moved_by_steps,
@@ -344,6 +398,15 @@ class Report:
             f"cluster-step), peak RSS {self.worker_peak_mib:.0f} MiB; "
             f"local plane RSS {self.plane_mib:.0f} MiB; {self.samples} fleet samples "
             f"(4 LISTs each, included below); progress queries failed: {self.query_failures}",
+            "",
+            "Where a cluster's time went (its child workflow; an activity from scheduled to "
+            "closed, slot queueing and retries included; the waits overlap the CAPI rollout): "
+            "beyond its own rollout, each cluster took "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in _quantiles(self.own_time()).items()),
+            "",
+            "| activity | calls per cluster | s per cluster |",
+            "|---|---:|---:|",
+            *(f"| {name} | {calls:.2f} | {s:.1f} |" for name, calls, s in self.activity_time()),
             "",
             f"workloads: {self.workloads}; placement writes {self.placement_writes} "
             f"({self.placement_writes / max(self.cluster_steps, 1):.1f} per cluster-step)",
@@ -402,6 +465,17 @@ class Report:
                 f"| {verb} | {resource} | {n} | {self.per_cluster_step(n):.1f} | {self.per_cluster_step(ours):.1f} |"
             )
         return "\n".join(lines)
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    """Median, 90th percentile and max of sorted ``values`` (empty: none)."""
+    if not values:
+        return {}
+    return {
+        "median": round(values[len(values) // 2], 1),
+        "p90": round(values[min(len(values) - 1, len(values) * 9 // 10)], 1),
+        "max": round(values[-1], 1),
+    }
 
 
 # ------------------------------------------------------------------------- the run
@@ -598,6 +672,7 @@ async def calibrate_fleet(
             replicas_forced_by_steps=forced_by_steps,
             per_step=per_step,
             placement_writes=writes,
+            rollouts=rollout,
             query_failures=len(query_failures),
             cache=cache,
             worker_requests=worker_run.requests,

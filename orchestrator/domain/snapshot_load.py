@@ -96,12 +96,35 @@ _PARSED: ContextVar[_Memo | None] = ContextVar("_PARSED", default=None)
 
 
 @contextmanager
-def _content_memo() -> Iterator[None]:
-    token = _PARSED.set(({}, {}))
+def _content_memo(memo: _Memo | None = None) -> Iterator[None]:
+    token = _PARSED.set(memo if memo is not None else ({}, {}))
     try:
         yield
     finally:
         _PARSED.reset(token)
+
+
+class ContentMemo:
+    """``_by_content``'s memo kept across parses (``workload_from_mapping``).
+
+    For a reader that parses the entries of one fleet at different times: equal parts of
+    workloads parsed in different reads are then still one object, as in one
+    ``snapshot_from_mapping`` call (placement finds profiles by the identity of those parts).
+    Bounded: past ``limit`` distinct raw values it starts afresh (a fleet's workloads repeat a
+    few rules, so a reset costs a few misses, never a wrong answer).
+    """
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self.memo: _Memo = ({}, {})
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Parsers wrapped by ``_by_content`` use this memo inside the block."""
+        if len(self.memo[0]) > self.limit:
+            self.memo = ({}, {})
+        with _content_memo(self.memo):
+            yield
 
 
 def _by_content(
@@ -816,12 +839,7 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
             _workload(w, f"workloads[{i}]")
             for i, w in enumerate(_list(data.get("workloads"), "workloads"))
         )
-    keys = [w.key for w in workloads]
-    if len(set(keys)) != len(keys):
-        raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
-    for i, workload in enumerate(workloads):
-        where = f"workloads[{i}] ({workload.key}).placement"
-        _check_cluster_refs(workload.placement, known, where)
+    _check_workloads(workloads, known)
     links: list[NetworkLink] = []
     for i, l_raw in enumerate(_list(data.get("network"), "network")):
         here = f"network[{i}]"
@@ -840,6 +858,40 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
             NetworkLink(source, target, _number(_required(link, "rttMs", here), f"{here}.rttMs"))
         )
     return FleetSnapshot(versions, clusters, workloads, tuple(links))
+
+
+def workload_from_mapping(raw: object, where: str, memo: ContentMemo | None = None) -> Workload:
+    """One ``workloads[]`` entry validated alone, as ``snapshot_from_mapping`` validates each.
+
+    For a reader that keeps parsed workloads and parses only the entries that changed (the
+    worker's inventory over its watch-fed cache); ``with_workloads`` then checks the rules
+    between entries. ``memo`` shares equal parts with the entries parsed before it.
+    """
+    if memo is None:
+        return _workload(raw, where)
+    with memo.active():
+        return _workload(raw, where)
+
+
+def with_workloads(snapshot: FleetSnapshot, workloads: tuple[Workload, ...]) -> FleetSnapshot:
+    """``snapshot`` with ``workloads``, checked as ``snapshot_from_mapping`` checks its own.
+
+    Keys unique, every cluster a placement names in the snapshot; SnapshotError otherwise.
+    """
+    _check_workloads(workloads, {c.name for c in snapshot.clusters})
+    return FleetSnapshot(
+        snapshot.available_versions, snapshot.clusters, workloads, snapshot.network
+    )
+
+
+def _check_workloads(workloads: Sequence[Workload], known: set[str]) -> None:
+    """The rules between workloads and the clusters: unique keys, named clusters known."""
+    keys = [w.key for w in workloads]
+    if len(set(keys)) != len(keys):
+        raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
+    for i, workload in enumerate(workloads):
+        where = f"workloads[{i}] ({workload.key}).placement"
+        _check_cluster_refs(workload.placement, known, where)
 
 
 def _duplicates(names: Sequence[str], shown: int = 5) -> str:

@@ -33,6 +33,7 @@ function and one more line in ``cluster_entry``.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -43,8 +44,20 @@ from orchestrator.domain.errors import InputError
 from orchestrator.domain.location import cluster_location
 from orchestrator.domain.observed import merge_usage
 from orchestrator.domain.observed_record import ObservedRecordError, record_of
-from orchestrator.domain.snapshot import API_VERSION, KIND, FleetSnapshot, WorkloadClusterStatus
-from orchestrator.domain.snapshot_load import cluster_from_mapping, snapshot_from_mapping
+from orchestrator.domain.snapshot import (
+    API_VERSION,
+    KIND,
+    FleetSnapshot,
+    Workload,
+    WorkloadClusterStatus,
+)
+from orchestrator.domain.snapshot_load import (
+    ContentMemo,
+    cluster_from_mapping,
+    snapshot_from_mapping,
+    with_workloads,
+    workload_from_mapping,
+)
 from orchestrator.domain.taints import TAINTS_ANNOTATION, decode_taints
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube import capi, fleetapi
@@ -314,6 +327,64 @@ def workload_entries(
     ]
 
 
+class ParsedWorkloads:
+    """Each FleetWorkload's parsed ``Workload``, kept by resourceVersion across fleet reads.
+
+    The one stateful part of this module, and only a memo of ``workload_entries`` and the
+    snapshot parser. The worker's inventory rebuilt and re-validated every FleetWorkload on
+    every read from its cache: at 100 clusters x 1,000 FleetWorkloads that was a third of its
+    busy CPU (docs/benchmarks.md), although between two reads only the workloads written
+    meanwhile change. An entry depends on its object and on which clusters are in the fleet
+    (``current_on_inventory``), so a parsed workload is reused while both are the ones it was
+    parsed from: the same resourceVersion, the same cluster names (another set starts afresh).
+
+    Memory: one Workload per FleetWorkload of the last read (gone ones are dropped each read)
+    and the bounded ``ContentMemo``. Thread-safe: the backend's fleet reads share one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clusters: frozenset[str] = frozenset()
+        self._parsed: dict[Key, tuple[str, Workload]] = {}
+        self._content = ContentMemo()
+
+    def __len__(self) -> int:
+        """How many parsed workloads are kept (those of the last read)."""
+        return len(self._parsed)
+
+    def workloads(
+        self, fleet_workloads: Sequence[Mapping[str, Any]], clusters: set[str]
+    ) -> tuple[Workload, ...] | None:
+        """The workloads in the objects' order; None when one does not parse.
+
+        None sends the caller to the whole strict parse, whose error names the FleetWorkload.
+        A failed parse is not kept: the object is parsed again until it changes or parses.
+        """
+        with self._lock:
+            names = frozenset(clusters)
+            if names != self._clusters:
+                self._clusters, self._parsed = names, {}
+            kept: dict[Key, tuple[str, Workload]] = {}
+            for i, obj in enumerate(fleet_workloads):
+                k = key(obj)
+                version = str(capi.meta(obj).get("resourceVersion") or "")
+                found = self._parsed.get(k)
+                if found is None or not version or found[0] != version:
+                    entry = fleetapi.current_on_inventory(fleetapi.workload_entry(obj), clusters)
+                    try:
+                        found = (
+                            version,
+                            workload_from_mapping(entry, f"workloads[{i}]", self._content),
+                        )
+                    except InputError:
+                        return None
+                kept[k] = found
+            if len(kept) != len(fleet_workloads):
+                return None  # one FleetWorkload twice: the whole parse names it
+            self._parsed = kept
+            return tuple(w for _, w in kept.values())
+
+
 _WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")
 
 
@@ -406,6 +477,7 @@ def fleet_snapshot(
     fleet: FleetMap,
     fleet_workloads: Sequence[Mapping[str, Any]],
     observed: Mapping[str, WorkloadClusterStatus] | None = None,
+    parsed: ParsedWorkloads | None = None,
 ) -> tuple[FleetSnapshot, FleetMap]:
     """The validated snapshot of ``fleet`` and its workloads, and the fleet it was built from.
 
@@ -414,12 +486,29 @@ def fleet_snapshot(
     snapshot fails on a cluster: the common, valid fleet is parsed once (at 10,000 clusters the
     per-entry pass costs about half a second). A bad FleetWorkload still fails the read, named:
     planning without it could upgrade a cluster under a workload whose APIs go away.
+
+    With ``parsed`` (a reader that reads the same objects again: the worker's cache) only the
+    FleetWorkloads changed since the last read are parsed; any defect takes the whole strict
+    parse, so every error is the one a full read gives.
     """
 
     def build(f: FleetMap) -> FleetSnapshot:
         names = {c.name for c in f.clusters}
+        if parsed is not None:
+            kept = reused(f, names, parsed)
+            if kept is not None:
+                return kept
         workloads = workload_entries(fleet_workloads, names)
         return build_snapshot(snapshot_document(f, workloads, observed))
+
+    def reused(f: FleetMap, names: set[str], parsed: ParsedWorkloads) -> FleetSnapshot | None:
+        """The snapshot from the clusters' parse and the kept workloads; None on any defect."""
+        try:
+            clusters = snapshot_from_mapping(snapshot_document(f, [], observed))
+            workloads = parsed.workloads(fleet_workloads, names)
+            return None if workloads is None else with_workloads(clusters, workloads)
+        except InputError:
+            return None
 
     try:
         return build(fleet), fleet

@@ -32,6 +32,7 @@ from orchestrator.kube.fleetmap import (
     FleetMap,
     FleetObjects,
     InventoryError,
+    ParsedWorkloads,
     fleet_snapshot,
     map_clusters,
     with_records,
@@ -118,6 +119,7 @@ def read_fleet(
     concurrency: int = PROBE_CONCURRENCY,
     page_size: int = PAGE_SIZE,
     source: ObjectSource | None = None,
+    parsed: ParsedWorkloads | None = None,
 ) -> Inventory:
     """The fleet of ``namespace`` (None: every namespace) as one validated FleetSnapshot.
 
@@ -125,7 +127,8 @@ def read_fleet(
     per kind now; the worker passes its watch-fed cache's). ``probe`` (None: no
     workload-cluster access) fills each cluster's ``workloadCluster``. Raises ``InventoryError``
     when the objects cannot form one snapshot (the message names the object) and
-    ``fleetapi.ApiMissingError`` as ``list_objects`` says.
+    ``fleetapi.ApiMissingError`` as ``list_objects`` says. ``parsed`` keeps the parsed
+    workloads between reads of the same source (``fleetmap.ParsedWorkloads``).
     """
     if source is None:
         source = listing(dyn, namespace, require_workloads=require_workloads, page_size=page_size)
@@ -136,7 +139,7 @@ def read_fleet(
         observed = with_records(
             probe_all(fleet, probe, concurrency), objects.clusters, datetime.now(UTC)
         )
-    snapshot, fleet = fleet_snapshot(fleet, objects.fleet_workloads, observed)
+    snapshot, fleet = fleet_snapshot(fleet, objects.fleet_workloads, observed, parsed)
     return Inventory(
         snapshot=snapshot,
         namespaces={c.name: c.namespace for c in fleet.clusters},

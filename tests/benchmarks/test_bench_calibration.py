@@ -120,3 +120,31 @@ def test_the_report_gives_the_workers_figures_per_cluster_step() -> None:
     assert "| PATCH | clusters/status | 600 | 60.0 | 0.0 |" in text
     assert "a conflict refused): PATCH clusters 409: 5" in text
     assert doc["worker"]["refused"] == {"PATCH clusters 409": 5}
+
+
+def test_the_report_says_where_each_clusters_time_went() -> None:
+    """Each child's span beyond its CAPI rollout, and its activities' time per cluster."""
+
+    def child(span: float, replace_s: float) -> HistoryStats:
+        return HistoryStats(
+            runs=1,
+            events=10,
+            bytes=100,
+            max_run_events=10,
+            span_s=span,
+            activity_s={"replace": replace_s, "wait_control_plane": 50.0},
+            activity_calls=Counter({"replace": 4, "wait_control_plane": 2}),
+        )
+
+    report = _report(
+        children={"s000": child(100.0, 12.0), "s001": child(130.0, 30.0), "s002": child(90, 6)},
+        rollouts={"s000": 80.0, "s001": 100.0},  # s002's rollout was not seen: left out
+    )
+    assert report.own_time() == [20.0, 30.0]
+    assert report.activity_time() == [("wait_control_plane", 2.0, 50.0), ("replace", 4.0, 16.0)]
+    doc = report.as_json()
+    assert doc["clusters_own_time_s"] == {"median": 30.0, "p90": 30.0, "max": 30.0}
+    assert doc["activity_time_per_cluster"]["replace"] == {"calls": 4.0, "s": 16.0}
+    text = report.markdown()
+    assert "beyond its own rollout, each cluster took median 30 s, p90 30 s, max 30 s" in text
+    assert "| replace | 4.00 | 16.0 |" in text

@@ -84,3 +84,8 @@ def test_twelve_clusters_calibrate_in_waves_gated_throughout(
     # side by side, 4 clusters each at concurrency 4: one wave).
     assert report.waves == 3
     assert len(report.children) == len(LAYOUT)
+    # Where the time went is read from each child's history: every cluster re-placed at least
+    # before its first step and after its upgrade, and waited for its control plane.
+    for name, child in report.children.items():
+        assert child.activity_calls["replace"] >= 2, (name, child.activity_calls)
+        assert child.activity_s["wait_control_plane"] > 0, (name, child.activity_s)

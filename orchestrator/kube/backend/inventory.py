@@ -56,7 +56,9 @@ class FleetInventory(KubeAccess):
     def _inventory(self, names: Sequence[str]) -> Inventory:
         source = self._cached_objects if self._cache is not None else None
         try:
-            read = inventory.read_fleet(self._dyn, self._namespace, source=source)
+            read = inventory.read_fleet(
+                self._dyn, self._namespace, source=source, parsed=self._parsed
+            )
         except fleetapi.ApiMissingError as err:
             raise NotFoundError(str(err)) from None
         except InventoryError as err:

@@ -9,7 +9,13 @@ import yaml
 from orchestrator.domain.apis import ApiRef
 from orchestrator.domain.snapshot import SnapshotError
 from orchestrator.domain.snapshot_dump import dump_snapshot
-from orchestrator.domain.snapshot_load import load_snapshot, snapshot_from_mapping
+from orchestrator.domain.snapshot_load import (
+    ContentMemo,
+    load_snapshot,
+    snapshot_from_mapping,
+    with_workloads,
+    workload_from_mapping,
+)
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "fleet.yaml"
 
@@ -389,3 +395,36 @@ def test_parts_parsed_once_are_still_parsed_from_their_own_text() -> None:
     assert w2.requests is w3.requests
     assert w0.requests is w2.requests
     assert w1.requests != w0.requests
+
+
+def test_workloads_parsed_one_by_one_make_the_same_snapshot() -> None:
+    """``workload_from_mapping`` + ``with_workloads`` are the whole parse's rules, split."""
+    doc = minimal()
+    doc["workloads"].append({"name": "v", "replicas": 2, "placement": {"clusters": ["a"]}})
+    memo = ContentMemo()
+    parsed = tuple(
+        workload_from_mapping(w, f"workloads[{i}]", memo) for i, w in enumerate(doc["workloads"])
+    )
+    base = snapshot_from_mapping(dict(doc, workloads=[]))
+    assert with_workloads(base, parsed) == snapshot_from_mapping(doc)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"name": "w", "placement": {"clusters": ["a"]}},  # the key default/w again
+        {"name": "v", "placement": {"clusterAffinity": {"clusterNames": ["typo"]}}},
+    ],
+    ids=["duplicate", "unknown cluster"],
+)
+def test_with_workloads_refuses_as_the_whole_parse_does(extra: dict[str, Any]) -> None:
+    doc = minimal()
+    doc["workloads"].append(extra)
+    with pytest.raises(SnapshotError) as whole:
+        snapshot_from_mapping(doc)
+    parsed = tuple(
+        workload_from_mapping(w, f"workloads[{i}]") for i, w in enumerate(doc["workloads"])
+    )
+    with pytest.raises(SnapshotError) as split:
+        with_workloads(snapshot_from_mapping(dict(doc, workloads=[])), parsed)
+    assert str(split.value) == str(whole.value)

@@ -22,6 +22,7 @@ from orchestrator.kube.fleetmap import (
     FleetMap,
     FleetObjects,
     InventoryError,
+    ParsedWorkloads,
     build_snapshot,
     fleet_snapshot,
     map_clusters,
@@ -377,3 +378,76 @@ def test_the_live_inventory_folds_the_record_into_a_fresh_look() -> None:
     (kept,) = out["a"].api_usage  # the apiserver that counted is gone: still reported, quiet
     assert kept.requests == 12 and not kept.active and kept.observed_at == _T1
     assert "not JSON" in out["b"].observation_partial
+
+
+def written(name: str, spec: dict[str, Any], version: str, **status: Any) -> dict[str, Any]:
+    """A FleetWorkload as the cache holds it: with the resourceVersion of its last write."""
+    obj = fleet_workload(name, spec, status or None)
+    obj["metadata"]["resourceVersion"] = version
+    return obj
+
+
+AB = FleetObjects(clusters=[cluster("a"), cluster("b")], control_planes=[kcp("a"), kcp("b")])
+EVERYWHERE = {"replicas": 2, "placement": {"clusterAffinity": {"matchLabels": {}}}}
+
+
+def test_kept_workloads_give_the_full_reads_snapshot_and_only_written_ones_are_parsed() -> None:
+    fleet = map_clusters(AB)
+    parsed = ParsedWorkloads()
+    objs = [written("w1", EVERYWHERE, "1"), written("w2", {"placement": {"clusters": ["a"]}}, "2")]
+    first, _ = fleet_snapshot(fleet, objs, parsed=parsed)
+    assert first == fleet_snapshot(fleet, objs)[0]
+
+    # w2 is written (a decision); w3 is new and shares w1's rules
+    decided = [{"name": "b", "replicas": 1}]
+    objs = [objs[0], written("w2", {}, "7", clusters=decided), written("w3", EVERYWHERE, "8")]
+    second, _ = fleet_snapshot(fleet, objs, parsed=parsed)
+    assert second == fleet_snapshot(fleet, objs)[0]
+    w1, w2, w3 = second.workloads
+    assert w1 is first.workloads[0]  # unchanged: kept, not parsed again
+    assert (w2.placement.clusters, w2.placement.current_replicas) == (("b",), (1,))
+    assert w3.placement.affinities is w1.placement.affinities  # parsed later, parts still shared
+
+    fleet_snapshot(fleet, objs[:1], parsed=parsed)  # w2 and w3 deleted
+    assert len(parsed) == 1
+
+    with pytest.raises(InventoryError, match=r"^workloads: duplicate workload\(s\) 'fleet/w1'"):
+        fleet_snapshot(fleet, [objs[0], objs[0]], parsed=parsed)
+
+
+def test_kept_workloads_follow_the_fleets_clusters() -> None:
+    """A cluster that leaves the fleet leaves every current placement, kept or not."""
+    parsed = ParsedWorkloads()
+    both = [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 1}]
+    objs = [written("w", EVERYWHERE, "3", clusters=both)]
+    before, _ = fleet_snapshot(map_clusters(AB), objs, parsed=parsed)
+    assert before.workloads[0].placement.clusters == ("a", "b")
+    only_a = map_clusters(FleetObjects(clusters=[cluster("a")], control_planes=[kcp("a")]))
+    after, _ = fleet_snapshot(only_a, objs, parsed=parsed)
+    assert after == fleet_snapshot(only_a, objs)[0]
+    assert after.workloads[0].placement.clusters == ("a",)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"placement": {"clusterAffinity": {"clusterNames": ["typo"]}}},  # a rule between entries
+        {"apis": ["not-an-api"]},  # a rule of the entry
+        {"placement": {"clusters": ["a"]}, "replicas": -1},
+    ],
+    ids=["unknown cluster", "bad api", "bad replicas"],
+)
+def test_kept_workloads_fail_with_the_full_reads_error_and_recover(spec: dict[str, Any]) -> None:
+    fleet = map_clusters(AB)
+    parsed = ParsedWorkloads()
+    good = written("ok", EVERYWHERE, "1")
+    fleet_snapshot(fleet, [good], parsed=parsed)
+    objs = [good, written("w", spec, "2")]
+    with pytest.raises(InventoryError) as full:
+        fleet_snapshot(fleet, objs)
+    with pytest.raises(InventoryError) as kept:
+        fleet_snapshot(fleet, objs, parsed=parsed)
+    assert str(kept.value) == str(full.value)
+    assert str(full.value).startswith("FleetWorkload fleet/w: spec")
+    fixed, _ = fleet_snapshot(fleet, [good, written("w", EVERYWHERE, "3")], parsed=parsed)
+    assert [w.name for w in fixed.workloads] == ["ok", "w"]

@@ -140,3 +140,25 @@ def test_time_bounded_tolerations_are_always_re_placed() -> None:
     assert [w.name for w in affected_workloads(snapshot, snapshot.cluster("prod-03"))] == [
         "drain-tolerant"
     ]
+
+
+def test_one_workers_placements_take_turns_and_never_conflict() -> None:
+    """The parallel steps above, on one worker: its rounds run one at a time, so the second
+    reads what the first wrote instead of losing the compare-and-swap."""
+    fleet = _fleet()
+    asyncio.run(_settle(fleet))
+    worker = CalibrationActivities(fleet)
+
+    def replace(name: str, upcoming: str | None = None) -> Any:
+        reason = f"{name}: " + ("before the first step" if upcoming else "after the upgrade")
+        return ActivityEnvironment().run(
+            worker.replace, ReplaceInput("cal", ClusterRef(name), reason, upcoming_version=upcoming)
+        )
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(replace("prod-00", "v1.32.9"), replace("prod-05")))
+
+    moved, other = asyncio.run(both())
+    assert moved.moved == ("apps/flow-tuner",)
+    assert (moved.conflicts, other.conflicts) == (0, 0) and not fleet.conflicts
+    assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
