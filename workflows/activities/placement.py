@@ -115,10 +115,12 @@ class PlacementActivities(ActivitiesBase):
         Rounds run side by side read the same fleet and decided the same workloads, so all but
         one lost each workload's compare-and-swap and read and placed again: at 100 clusters x
         1,000 FleetWorkloads with up to 60 clusters re-placing at once, 48% of the status writes
-        were refused (docs/benchmarks.md). Placing is CPU under one interpreter lock, so rounds
-        side by side gained no speed; in turn, each reads what the one before wrote (the
-        backend's reads see its own writes). Rounds of other workers still meet only at the
-        compare-and-swap, which stays the guard (docs/decisions.md).
+        were refused (docs/benchmarks.md), and with three calibrations on two cores the crowd of
+        placement and writer threads starved the wait activities' heartbeats until the run
+        halted. In turn, each reads what the one before wrote (the backend's reads see its own
+        writes). The cost is the wait for the turn: measured two at once, the overhead rose from
+        1.10 to 1.23 while the worker's CPU fell by 29%. Rounds of other workers still meet only
+        at the compare-and-swap, which stays the guard (docs/decisions.md).
         """
         if self._placing.locked():
             beat(PlacementProgress(0, 0, "waiting for this worker's other placements"))
