@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.domain.calibration import at_version
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, replace_cluster
-from orchestrator.domain.taints import parse_time
+from orchestrator.domain.taints import blocks_scheduling, parse_time, untolerated
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import (
     ClusterReplicasInfo,
@@ -45,20 +45,30 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
 
     A step changes only the cluster's version and taints. A workload elsewhere can start using
     the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
-    facts a step does not change); tolerations, API compatibility and capacity are deliberately
+    facts a step does not change) and it tolerates every taint that keeps new work off the
+    cluster. While the cluster is gated (the upgrading taint, NoSchedule) that leaves the hosted
+    workloads and the few that tolerate the gate: a workload elsewhere cannot be given the
+    cluster, and its decision was made when the cluster was open to it and did not take it, so
+    losing it as an option moves nothing (``maxClusters`` keeps its best, every division keeps
+    its counts); the placement after the taint comes off places them all again. At 300 clusters
+    that spares two of a one-step cluster's three placements nearly all of the fleet's
+    workloads (docs/benchmarks.md). Tolerations, API compatibility and capacity are otherwise
     not pre-filtered, so the set over-approximates rather than misses. Workloads whose NoExecute
-    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict them.
-    Everything else keeps its decision: its clusters did not change.
+    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict
+    them. Everything else keeps its decision: its clusters did not change.
     """
+    gates = tuple(t for t in cluster.taints if blocks_scheduling(t))
     chosen: list[Workload] = []
     for w in snapshot.workloads:
         policy = w.placement
         if (
             cluster.name in policy.clusters
-            or not policy.affinities
-            or any(a.matches(cluster) for a in policy.affinities)
             # A time-bounded NoExecute toleration can run out between any two runs.
             or any(t.toleration_seconds is not None for t in policy.tolerations)
+            or (
+                (not policy.affinities or any(a.matches(cluster) for a in policy.affinities))
+                and not untolerated(gates, policy.tolerations)
+            )
         ):
             chosen.append(w)
     return tuple(chosen)
