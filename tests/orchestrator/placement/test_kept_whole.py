@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.calibration import at_version
-from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Resources, Workload
+from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Resources
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.taints import Taint, with_taint
 from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, driver, place, unfit
-from orchestrator.placement.context import credited_replicas
 from orchestrator.placement.result import PlacementResult
 from testkit.fleetgen import generate_fleet_mapping
+from testkit.settle import settled as settle
 
 # Division policies the generated workloads are given in turn: some the shortcut covers, some it
 # must leave to ``divide`` (minReplicas, maxClusters, Duplicated, spreads are the fleet's own).
@@ -56,45 +56,6 @@ def _fleet(seed: int) -> FleetSnapshot:
             placement["replicaScheduling"] = POLICIES[j % len(POLICIES)]
         item["generation"] = 1
     return snapshot_from_mapping(mapping)
-
-
-def _settled(snapshot: FleetSnapshot) -> FleetSnapshot:
-    """The fleet once every decision ran: counts recorded (observed on two workloads in three)."""
-    result = place(snapshot)
-    usage: dict[str, list[int]] = {c.name: [0, 0] for c in snapshot.clusters}
-    workloads: list[Workload] = []
-    for seq, w in enumerate(snapshot.workloads):
-        decision = result.decision(w.key)
-        if decision.unschedulable:
-            workloads.append(w)
-            continue
-        for c in w.placement.clusters:
-            gone = credited_replicas(w, c)
-            usage[c][0] -= gone * w.requests.cpu_milli
-            usage[c][1] -= gone * w.requests.memory_bytes
-        for line in decision.clusters:
-            usage[line.name][0] += line.replicas * w.requests.cpu_milli
-            usage[line.name][1] += line.replicas * w.requests.memory_bytes
-        policy = dataclasses.replace(
-            w.placement,
-            clusters=tuple(line.name for line in decision.clusters),
-            current_replicas=tuple(line.replicas for line in decision.clusters),
-            observed_generation=1 if seq % 3 else None,
-        )
-        workloads.append(dataclasses.replace(w, placement=policy))
-    clusters = tuple(
-        dataclasses.replace(
-            c,
-            allocated=Resources(
-                max(0, c.allocated.cpu_milli + usage[c.name][0]),
-                max(0, c.allocated.memory_bytes + usage[c.name][1]),
-            ),
-        )
-        if c.capacity is not None
-        else c
-        for c in snapshot.clusters
-    )
-    return dataclasses.replace(snapshot, clusters=clusters, workloads=tuple(workloads))
 
 
 def _some(snapshot: FleetSnapshot, seed: int) -> list[Cluster]:
@@ -185,7 +146,7 @@ def _facts(result: PlacementResult) -> list[tuple[object, ...]]:
 
 @pytest.fixture(scope="module")
 def settled() -> dict[int, FleetSnapshot]:
-    return {seed: _settled(_fleet(seed)) for seed in (5, 6)}
+    return {seed: settle(_fleet(seed), observed=lambda seq: seq % 3 > 0) for seed in (5, 6)}
 
 
 class _RejectOdd:
