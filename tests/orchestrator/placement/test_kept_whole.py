@@ -21,10 +21,11 @@ from orchestrator.domain.calibration import at_version
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Resources
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.domain.taints import Taint, with_taint
-from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, driver, place, unfit
+from orchestrator.placement import DEFAULT_REGISTRY, Registry, driver, place
 from orchestrator.placement.result import PlacementResult
 from testkit.fleetgen import generate_fleet_mapping
 from testkit.settle import settled as settle
+from tests.orchestrator.placement.fleet import RejectOdd
 
 # Division policies the generated workloads are given in turn: some the shortcut covers, some it
 # must leave to ``divide`` (minReplicas, maxClusters, Duplicated, spreads are the fleet's own).
@@ -149,17 +150,6 @@ def settled() -> dict[int, FleetSnapshot]:
     return {seed: settle(_fleet(seed), observed=lambda seq: seq % 3 > 0) for seed in (5, 6)}
 
 
-class _RejectOdd:
-    """A dynamic filter the settled fleet never met: rejects names ending in an odd digit."""
-
-    name = "RejectOdd"
-    cluster_facts: frozenset[Any] = frozenset({"capacity"})
-    workload_facts: frozenset[Any] = frozenset()
-
-    def filter(self, ctx: object, workload: object, cluster: Any) -> Any:
-        return unfit("odd") if int(cluster.name[-1]) % 2 else FITS
-
-
 @pytest.mark.parametrize("seed", [5, 6])
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_kept_whole_gives_the_full_paths_decisions(
@@ -171,7 +161,7 @@ def test_kept_whole_gives_the_full_paths_decisions(
 def test_kept_whole_asks_every_dynamic_filter(
     settled: dict[int, FleetSnapshot], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _compare(settled[5], DEFAULT_REGISTRY.with_plugins(_RejectOdd()), monkeypatch)
+    _compare(settled[5], DEFAULT_REGISTRY.with_plugins(RejectOdd()), monkeypatch)
 
 
 def _compare(snapshot: FleetSnapshot, registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
