@@ -29,6 +29,7 @@ def _workload(name: str, env: str, here: str, apis: tuple[str, ...] = ()) -> dic
     return {
         "name": name,
         "namespace": "apps",
+        "generation": 1,  # as the API server gives every object
         "apis": ["apps/v1/Deployment", *apis],
         "requests": {"cpu": "10m", "memory": "10Mi"},
         "placement": {
