@@ -345,9 +345,16 @@ class InMemoryFleet:
             ):
                 continue
             self.decisions[d.workload] = rows
-            # As the FleetWorkload's status: the decision with its counts is the current placement.
+            # As the FleetWorkload's status: the decision with its counts is the current placement,
+            # decided under the spec's generation (the live writer's status.observedGeneration).
             self.workloads[d.workload] = replace(
-                old, placement=replace(old.placement, clusters=clusters, current_replicas=counts)
+                old,
+                placement=replace(
+                    old.placement,
+                    clusters=clusters,
+                    current_replicas=counts,
+                    observed_generation=old.generation,
+                ),
             )
             self.workload_versions[d.workload] += 1
             self.placement_writes.append((d.workload, reason))

@@ -218,22 +218,32 @@ class PlacementContext:
     def rooms(self, workload: Workload, indices: Sequence[int]) -> list[int | None]:
         """``replicas_fitting`` for many clusters at once; ``indices`` ascending.
 
-        One comprehension, then the few clusters of unknown capacity and the current ones patched
-        (found by bisection: a pool can hold every cluster of the fleet).
+        One comprehension, then the workload's current clusters patched (found by bisection: a
+        pool can hold every cluster of the fleet). A cluster of unknown capacity is unbounded
+        (None) in the same pass: the worker knows no capacity at all, and patching each of them
+        by bisection was a fifth of a re-placement's CPU at 300 clusters (docs/benchmarks.md).
         """
         cpu, mem = workload.requests.cpu_milli, workload.requests.memory_bytes
         if cpu <= 0 or mem <= 0:
             return [self.replicas_fitting(i, workload) for i in indices]
-        fc, fm = self.free_cpu, self.free_mem
-        rooms: list[int | None] = [
-            c if (c := fc[i] // cpu) < (m := fm[i] // mem) else m for i in indices
-        ]
-        patch = [*self.unknown, *[self.index.get(n, -1) for n in workload.placement.clusters]]
+        fc, fm, known = self.free_cpu, self.free_mem, self.known
+        rooms: list[int | None]
+        if not self.unknown:
+            rooms = [c if (c := fc[i] // cpu) < (m := fm[i] // mem) else m for i in indices]
+        elif len(self.unknown) == len(known):
+            return [None] * len(indices)  # no capacity anywhere: current clusters too
+        else:
+            rooms = [
+                (c if (c := fc[i] // cpu) < (m := fm[i] // mem) else m) if known[i] else None
+                for i in indices
+            ]
         size = len(indices)
-        for i in patch:  # few: capacity is usually known, current placements are short
-            p = bisect.bisect_left(indices, i)
-            if p < size and indices[p] == i:
-                rooms[p] = self.replicas_fitting(i, workload)
+        for name in workload.placement.clusters:  # few: current placements are short
+            i = self.index.get(name, -1)
+            if i >= 0 and known[i]:
+                p = bisect.bisect_left(indices, i)
+                if p < size and indices[p] == i:
+                    rooms[p] = self.replicas_fitting(i, workload)
         return rooms
 
     def consume(

@@ -93,6 +93,10 @@ def divide(
         chosen = [i for i, _ in best]
         scores = [total for _, total in best]
     else:
+        counts = policy.current()
+        kept = kept_whole(scheduler, view, profile, members, counts) if counts else None
+        if kept is not None:
+            return kept, ""
         chosen = scheduler.dynamic_candidates(view, candidates)
         if weighting is not None:
             eligible = weighting.eligible
@@ -148,6 +152,72 @@ def divide(
         f"{kind} division placed only {placed} of {replicas} replicas on the "
         f"{len(chosen)} feasible cluster(s) (limited by {why})"
     )
+
+
+def kept_whole(
+    scheduler: Ranking,
+    view: Workload,
+    profile: Profile,
+    members: frozenset[int],
+    counts: dict[str, int],
+) -> list[tuple[int, int]] | None:
+    """The current assignment unchanged, told from its own clusters alone (None: divide).
+
+    Re-placement after a step asks every workload the cluster could host, and nearly all of them
+    keep every replica where it runs. ``divide`` would find that out by filtering and sizing every
+    feasible cluster first, which made each step cost workloads x clusters (1.75 CPU s per
+    cluster-step at 300 clusters, docs/benchmarks.md). For a divided workload outside
+    ``maxClusters`` and spreads, the stable rules (``stable``) keep the current counts exactly
+    when every cluster holding replicas is still feasible, takes part in the division and has
+    room for what it holds, and the counts add up to the replicas: then no other cluster can
+    change the outcome. Weighted adds two conditions that are about the used clusters only:
+    ``maxReplicas`` not below a count, and, unless the counts were decided under this very
+    policy, counts that are a Webster apportionment of the weights. A weight list with any
+    ``minReplicas`` is left to ``divide``: a floor on an unused cluster would move replicas.
+    ``tests/orchestrator/placement/test_kept_whole.py`` holds it to the full path's answers.
+    """
+    kind = view.placement.replica_scheduling.type
+    weighting = profile.weighting
+    if kind == "Duplicated" or (weighting is not None and weighting.floors):
+        return None
+    index = scheduler.ctx.index
+    held: list[tuple[int, int]] = []
+    total = 0
+    for name, replicas in counts.items():
+        if replicas <= 0:
+            continue
+        i = index.get(name, -1)
+        if i not in members or (weighting is not None and not weighting.eligible[i]):
+            return None
+        held.append((i, replicas))
+        total += replicas
+    if total != view.replicas or not held:
+        return None
+    held.sort()
+    indices = [i for i, _ in held]
+    if len(scheduler.dynamic_candidates(view, indices)) != len(indices):
+        return None
+    rooms = scheduler.ctx.rooms(view, indices)
+    weights: list[int] = []
+    if kind == "Weighted":
+        triples = (
+            [weighting.triples[i] for i in indices]
+            if weighting is not None
+            else [(1, 0, None)] * len(indices)
+        )
+        rooms = [stable.capped_room(room, t[2]) for room, t in zip(rooms, triples, strict=True)]
+        weights = [t[0] for t in triples]
+    if any(room is not None and room < r for room, (_, r) in zip(rooms, held, strict=True)):
+        return None
+    if (
+        weights
+        and not view.policy_observed
+        and not stable.webster_consistent(
+            {p: r for p, (_, r) in enumerate(held)}, weights, rooms, [0] * len(held)
+        )
+    ):
+        return None
+    return held
 
 
 def _from_current(

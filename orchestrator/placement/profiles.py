@@ -24,10 +24,13 @@ from orchestrator.placement.framework import WORKLOAD_FACT_PATHS, FilterResult
 class Weighting:
     """Weighted division's (weight, minReplicas, maxReplicas) of every cluster for one list."""
 
-    __slots__ = ("eligible", "mask", "triples")
+    __slots__ = ("eligible", "floors", "mask", "triples")
 
     def __init__(self, triples: list[tuple[int, int, int | None]]) -> None:
         self.triples = triples
+        # Some cluster has a minReplicas: a kept assignment must then be checked against every
+        # cluster's floor, not only the ones it uses (``driver.kept_whole`` leaves it alone).
+        self.floors = any(low > 0 for _, low, _ in triples)
         # A cluster takes part only with a weight (or minReplicas) and room under maxReplicas.
         self.eligible = [(w > 0 or low > 0) and high != 0 for w, low, high in triples]
         self.mask = mask_of(self.eligible)

@@ -177,7 +177,7 @@ def weighted(
     an assignment off its weights was held there by room, and no weight changed: it is kept.
     """
     n = len(scores)
-    caps: list[int | None] = [_min_opt(rooms[p], maxs[p]) for p in range(n)]
+    caps: list[int | None] = [capped_room(rooms[p], maxs[p]) for p in range(n)]
     kept = {p: r for p, r in _capped(held, caps).items() if weights[p] > 0 or mins[p] > 0}
     if not kept or (not observed and not webster_consistent(kept, weights, caps, mins)):
         return None
@@ -258,7 +258,8 @@ def _room(p: int, caps: Sequence[int | None], assigned: Mapping[int, int]) -> in
     return (1 << 62) if cap is None else cap - assigned.get(p, 0)
 
 
-def _min_opt(a: int | None, b: int | None) -> int | None:
+def capped_room(a: int | None, b: int | None) -> int | None:
+    """The smaller bound of two (None: unbounded); a room under ``maxReplicas``."""
     return b if a is None else a if b is None else min(a, b)
 
 

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.domain.calibration import at_version
 from orchestrator.domain.errors import InputError
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload, replace_cluster
-from orchestrator.domain.taints import parse_time
+from orchestrator.domain.taints import blocks_scheduling, parse_time, untolerated
 from orchestrator.domain.versions import KubeVersion
 from orchestrator.kube.backend.port import (
     ClusterReplicasInfo,
@@ -45,23 +45,70 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
 
     A step changes only the cluster's version and taints. A workload elsewhere can start using
     the cluster only if one of its affinity terms selects the cluster (names, labels, exclusions:
-    facts a step does not change); tolerations, API compatibility and capacity are deliberately
-    not pre-filtered, so the set over-approximates rather than misses. Workloads whose NoExecute
-    toleration has ``tolerationSeconds`` are always included: workflow time alone can evict them.
-    Everything else keeps its decision: its clusters did not change.
+    facts a step does not change) and it tolerates every taint that keeps new work off the
+    cluster. Tolerations, API compatibility and capacity are otherwise not pre-filtered, so the
+    set over-approximates rather than misses. Workloads whose NoExecute toleration has
+    ``tolerationSeconds`` are always included: workflow time alone can evict them. Everything
+    else keeps its decision: its clusters did not change.
+
+    While the cluster is gated (the upgrading taint, NoSchedule) that leaves the workloads it
+    hosts, those that tolerate the gate, and those ``_gate_may_move`` names; the placement after
+    the gate comes off places them all again. At 300 clusters this spares two of a one-step
+    cluster's three placements nearly all of the fleet's workloads (docs/benchmarks.md).
     """
+    gates = tuple(t for t in cluster.taints if blocks_scheduling(t))
     chosen: list[Workload] = []
     for w in snapshot.workloads:
         policy = w.placement
         if (
             cluster.name in policy.clusters
-            or not policy.affinities
-            or any(a.matches(cluster) for a in policy.affinities)
             # A time-bounded NoExecute toleration can run out between any two runs.
             or any(t.toleration_seconds is not None for t in policy.tolerations)
+            or (
+                (not policy.affinities or any(a.matches(cluster) for a in policy.affinities))
+                and (not gates or _gate_may_move(w) or not untolerated(gates, policy.tolerations))
+            )
         ):
             chosen.append(w)
     return tuple(chosen)
+
+
+def _gate_may_move(workload: Workload) -> bool:
+    """Whether a gated cluster the workload does not use can still change its decision.
+
+    Not for a workload whose counts were settled under its policy: its decision was made while
+    the cluster was open to it, and it did not take the cluster. Losing the cluster as an option
+    then moves nothing: ``maxClusters`` keeps its best, and each division keeps its counts
+    (``stable``). Two policies are exceptions, because a cluster they were given without
+    replicas still shaped the result: with a ``minReplicas`` weight, the cluster that takes the
+    gated one's place among the ``maxClusters`` best gets a floor, and a replica moves there;
+    with a spread constraint, the gated cluster's group may rank lower without it, and another
+    group's clusters be chosen instead. Nor for a workload that may not have all it wants: counts
+    that do not add up (a scale), a policy not yet observed, a Duplicated workload with fewer
+    copies than ``maxClusters`` (room held it back, and which cluster takes the next copy
+    depends on which are open) or with no limit (no count tells whether every feasible cluster
+    has its copy). Found by placing generated fleets step by step with the gated cluster open
+    and gated, and comparing the decisions of the workloads left out (docs/benchmarks.md).
+    """
+    policy = workload.placement
+    counts = policy.current_replicas
+    if (
+        policy.spread_constraints
+        or any(w.min_replicas > 0 for w in policy.replica_scheduling.weights)
+        or counts is None
+        or not workload.policy_observed
+    ):
+        return True
+    if policy.replica_scheduling.type == "Duplicated":
+        # A copy on every feasible cluster (up to maxClusters): with fewer, it was held back by
+        # room, and the next copy's cluster depends on which are open.
+        held = sum(1 for c in counts if c > 0)
+        return (
+            policy.max_clusters is None
+            or held < policy.max_clusters
+            or any(c not in (0, workload.replicas) for c in counts)
+        )
+    return sum(counts) != workload.replicas
 
 
 Beat = Callable[[PlacementProgress], None]

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activities import CalibrationActivities
     from workflows.definitions import fleet_control, fleet_waves
     from workflows.definitions.common import (
+        AWAIT_CHILDREN_PATCH,
         DROP_PLAN_PATCH,
         REPORT_SIGNAL,
         describe_failure,
@@ -275,6 +276,8 @@ class FleetCalibration:
         if run.plan is not None and workflow.patched(DROP_PLAN_PATCH):
             await drop_stored(run.plan.plan.digest, run.input.options, "plan")
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if workflow.patched(AWAIT_CHILDREN_PATCH):
+            await fleet_waves.closing_children(run)
         if run.aborted:
             run.final_phase = Phase.ABORTED
         elif run.over_budget():

@@ -83,6 +83,8 @@ class FleetRun:
         current = info.typed_search_attributes.get(search_attributes.CALIBRATION_PHASE)
         self.phase_attr: Phase | None = Phase(current) if current in set(Phase) else None
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        # Children of this run whose close (ChildWorkflowExecutionCompleted) has not arrived yet.
+        self.open_children: set[str] = set()
         self.metrics: metrics.FleetMetrics | None = None
         self.counts_at_start = dict(self.counts)  # counted by the run that reached them
 

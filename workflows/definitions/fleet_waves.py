@@ -228,8 +228,12 @@ async def start_child(run: FleetRun, stage: str, member: WaveMember) -> None:
                 + ([f"\nMaintenance window: {member.window.describe()}"] if member.window else [])
             ),
         )
-        await catch_up(run, name)
-        final = await handle
+        run.open_children.add(name)
+        try:
+            await catch_up(run, name)
+            final = await handle
+        finally:
+            run.open_children.discard(name)
     except ChildWorkflowError as err:
         run.set_cluster(
             name,
@@ -249,6 +253,34 @@ async def start_child(run: FleetRun, stage: str, member: WaveMember) -> None:
             )
         )
         run.touch()
+
+
+# How long a run that ends waits for the children that reported their end to close.
+CLOSING_WAIT = timedelta(minutes=5)
+
+
+async def closing_children(run: FleetRun) -> None:
+    """Wait, bounded, until every child of this run that reported its end has closed.
+
+    A child reports its final state by signal and then returns; its close reaches the parent as
+    an event of its own. A parent that completes between the two has its completion refused (a
+    new event arrived during its task) and runs its last task again, live: the calibrations
+    metric counted the end twice (``tests/workflows/test_observability.py``, every run once the
+    re-placements got faster). Children still running (an abort abandons them) are not waited
+    for, and no timer starts when nothing is closing.
+    """
+
+    def closing() -> bool:
+        return any(
+            (c := run.clusters.get(name)) is not None and c.state in FINAL_CLUSTER_STATES
+            for name in run.open_children
+        )
+
+    if closing():
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: not closing(), timeout=CLOSING_WAIT, timeout_summary="children closing"
+            )
 
 
 async def soak(run: FleetRun, index: int) -> None:

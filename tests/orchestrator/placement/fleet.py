@@ -1,4 +1,4 @@
-"""Snapshot builders for placement tests: everything goes through the file format."""
+"""Snapshot builders for placement tests (everything goes through the file format), and a plugin."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from orchestrator.domain.snapshot import Cluster, FleetSnapshot, Workload
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
 from orchestrator.placement.context import PlacementContext
+from orchestrator.placement.framework import FITS, FilterResult, unfit
 
 
 def cluster(
@@ -78,3 +79,14 @@ def single(
     )
     ctx = PlacementContext(snapshot)
     return ctx, snapshot.workloads[0], snapshot.cluster(cluster_item["name"])
+
+
+class RejectOdd:
+    """A dynamic filter with no batch form: rejects clusters whose name ends in an odd digit."""
+
+    name = "RejectOdd"
+    cluster_facts: frozenset[Any] = frozenset({"capacity"})
+    workload_facts: frozenset[Any] = frozenset()
+
+    def filter(self, ctx: object, workload: object, cluster: Any) -> FilterResult:
+        return unfit("odd") if int(cluster.name[-1]) % 2 else FITS

@@ -10,8 +10,9 @@ import pytest
 
 from orchestrator.domain.snapshot import FleetSnapshot
 from orchestrator.domain.snapshot_load import snapshot_from_mapping
-from orchestrator.placement import DEFAULT_REGISTRY, FITS, Registry, place, topk, unfit
+from orchestrator.placement import DEFAULT_REGISTRY, Registry, place, topk
 from testkit.fleetgen import generate_fleet, generate_fleet_mapping
+from tests.orchestrator.placement.fleet import RejectOdd
 from tests.orchestrator.placement.reference import RefDecision, reference_place
 
 
@@ -67,17 +68,6 @@ def test_matches_reference_with_exclusions() -> None:
     _compare(snapshot, expected, exclude_clusters=excluded)
 
 
-class _RejectOdd:
-    """A dynamic filter with no batch form: rejects clusters whose name ends in an odd digit."""
-
-    name = "RejectOdd"
-    cluster_facts: frozenset[Any] = frozenset({"capacity"})
-    workload_facts: frozenset[Any] = frozenset()
-
-    def filter(self, ctx: object, workload: object, cluster: Any) -> Any:
-        return unfit("odd") if int(cluster.name[-1]) % 2 else FITS
-
-
 class _PreferShortNames:
     """A static score with no declared facts beyond the name."""
 
@@ -93,7 +83,7 @@ class _PreferShortNames:
 @pytest.mark.parametrize(
     "registry",
     [
-        DEFAULT_REGISTRY.with_plugins(_RejectOdd(), _PreferShortNames()),
+        DEFAULT_REGISTRY.with_plugins(RejectOdd(), _PreferShortNames()),
         DEFAULT_REGISTRY.without("ResourceBalance", "ClusterLocality"),
         DEFAULT_REGISTRY.without("ResourceFit"),
         Registry([DEFAULT_REGISTRY["ResourceFit"], DEFAULT_REGISTRY["ResourceBalance"]]),

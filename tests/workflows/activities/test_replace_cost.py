@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio.testing import ActivityEnvironment
 
+from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube.backend.port import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
 from orchestrator.placement import place
 from testkit.fake_backend import InMemoryFleet
@@ -28,6 +29,7 @@ def _workload(name: str, env: str, here: str, apis: tuple[str, ...] = ()) -> dic
     return {
         "name": name,
         "namespace": "apps",
+        "generation": 1,  # as the API server gives every object
         "apis": ["apps/v1/Deployment", *apis],
         "requests": {"cpu": "10m", "memory": "10Mi"},
         "placement": {
@@ -38,19 +40,26 @@ def _workload(name: str, env: str, here: str, apis: tuple[str, ...] = ()) -> dic
     }
 
 
-def _fleet() -> InMemoryFleet:
-    """20 clusters over two envs, 200 workloads pinned to one env each, one using FlowSchema."""
-    clusters = [
+def _clusters() -> list[dict[str, Any]]:
+    return [
         cluster(f"{env}-{i:02d}", "v1.31.13", labels={"env": env})
         for env in ("prod", "dev")
         for i in range(10)
     ]
+
+
+def _workloads() -> list[dict[str, Any]]:
     workloads = [
         _workload(f"w{n:03d}", env, f"{env}-{n % 10:02d}")
         for n, env in enumerate(["prod", "dev"] * 100)
     ]
     workloads.append(_workload("flow-tuner", "prod", "prod-00", (FLOW,)))
-    return in_memory(*clusters, workloads=tuple(workloads))
+    return workloads
+
+
+def _fleet() -> InMemoryFleet:
+    """20 clusters over two envs, 200 workloads pinned to one env each, one using FlowSchema."""
+    return in_memory(*_clusters(), workloads=tuple(_workloads()))
 
 
 async def _settle(fleet: InMemoryFleet) -> int:
@@ -119,6 +128,32 @@ def test_parallel_steps_do_not_overwrite_each_others_decisions() -> None:
     assert result.conflicts >= 1
     # The move survived: the stale "stay on prod-00" was recomputed, not written.
     assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
+
+
+def test_a_gated_step_places_only_what_it_hosts_or_what_tolerates_the_gate() -> None:
+    fleet = _fleet()
+    tolerant = _workload("gate-tolerant", "prod", "prod-01")
+    tolerant["placement"]["tolerations"] = [
+        {"key": UPGRADING_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    tolerant["placement"]["maxClusters"] = 2
+    fleet = in_memory(*_clusters(), workloads=(*_workloads(), tolerant))
+    asyncio.run(_settle(fleet))
+    gate = Taint(key=UPGRADING_TAINT_KEY, value="", effect="NoSchedule")
+    asyncio.run(fleet.add_taint(ClusterRef("prod-02"), gate))
+    snapshot = asyncio.run(fleet.inventory()).snapshot
+    chosen = affected_workloads(snapshot, snapshot.cluster("prod-02"))
+    hosted = {w.key for w in snapshot.workloads if "prod-02" in w.placement.clusters}
+    assert len(hosted) == 20
+    # Of the 102 its affinity takes while it is open: the 20 it hosts and the one that tolerates.
+    assert {w.key for w in chosen} == hosted | {"apps/gate-tolerant"}
+    # What is left out keeps its decision: placing the whole fleet moves none of it.
+    for decision in place(snapshot).decisions:
+        if decision.workload not in hosted:
+            assert decision.moved.replicas == 0, decision.workload
+    result = asyncio.run(_replace(fleet, "prod-02", upcoming="v1.32.9"))
+    assert (result.affected, result.moved) == (len(chosen), ())
+    assert fleet.placement_writes == []
 
 
 def test_time_bounded_tolerations_are_always_re_placed() -> None:
