@@ -49,6 +49,8 @@ class Ranking(Protocol):
 
 
 Triples = list[tuple[int, int, int | None]]  # Weighted: (weight, minReplicas, maxReplicas)
+# Weighted without a weight list: every cluster weighs 1, with no floor and no cap.
+UNWEIGHTED = (1, 0, None)
 
 
 def divide(
@@ -66,6 +68,8 @@ def divide(
     limit = policy.max_clusters
     replicas = view.replicas
     weighting = profile.weighting
+    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
+    counts = policy.current()
     scores: Sequence[int]
     constraints = policy.spread_constraints
     if constraints:
@@ -93,7 +97,6 @@ def divide(
         chosen = [i for i, _ in best]
         scores = [total for _, total in best]
     else:
-        counts = policy.current()
         kept = kept_whole(scheduler, view, profile, members, counts) if counts else None
         if kept is not None:
             return kept, ""
@@ -117,10 +120,8 @@ def divide(
         triples = (
             [weighting.triples[i] for i in chosen]
             if weighting is not None
-            else [(1, 0, None)] * len(chosen)
+            else [UNWEIGHTED] * len(chosen)
         )
-    # Recorded current counts: re-placement scales from them (``stable``), else from scratch.
-    counts = policy.current()
     held = stable.kept_positions(counts, scheduler.names, chosen) if counts else None
     allocation = (
         _from_current(
@@ -203,7 +204,7 @@ def kept_whole(
         triples = (
             [weighting.triples[i] for i in indices]
             if weighting is not None
-            else [(1, 0, None)] * len(indices)
+            else [UNWEIGHTED] * len(indices)
         )
         rooms = [stable.capped_room(room, t[2]) for room, t in zip(rooms, triples, strict=True)]
         weights = [t[0] for t in triples]

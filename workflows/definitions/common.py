@@ -105,7 +105,8 @@ REPORT_SIGNAL = "report"
 # workflow.patched ids: runs started before these changes replay without the new activities.
 DROP_PLAN_PATCH = "drop-stored-plan"
 DROP_SCOPE_PATCH = "drop-stored-scope"
-# A run that ends first waits for the children that reported their end to close (no new command).
+# A run that ends first waits for the children that reported their end to close (a timer, only
+# when one is still closing).
 AWAIT_CHILDREN_PATCH = "await-closing-children"
 
 
