@@ -422,3 +422,37 @@ def test_a_cluster_back_with_a_minimum_takes_its_floor_from_the_others_only() ->
     assert same.moved.replicas == 1 and dict(same.moved.added) == {"c": 1}
     unknown = _decide(_fleet({"a": 3, "b": 3}, replicas=6, division=division))
     assert unknown.replicas == {"a": 2, "b": 2, "c": 2} and unknown.moved.replicas == 2
+
+
+def test_a_minimum_chosen_in_a_tainted_clusters_place_takes_only_the_forced_replicas() -> None:
+    # Hypothesis found this one (test_stable_properties): maxClusters 2 kept a (capped at 2)
+    # and b; c, with minReplicas 1, was not chosen. a is tainted for its upgrade, so c is
+    # chosen. Same policy: the 2 replicas forced off a go to c, and b keeps its 4. Without
+    # generations, c below its floor may be a new minimum: divided from scratch (3/3).
+    division = {
+        "type": "Weighted",
+        "weights": [
+            {"cluster": "a", "weight": 1, "maxReplicas": 2},
+            {"cluster": "b", "weight": 1},
+            {"cluster": "c", "weight": 1, "minReplicas": 1},
+        ],
+    }
+
+    def decide(generation: int | None) -> WorkloadDecision:
+        current = {"a": 2, "b": 4}
+        return _decide(
+            _fleet(
+                current,
+                replicas=6,
+                division=division,
+                max_clusters=2,
+                tainted=("a",),
+                generation=generation,
+                observed=generation,
+            )
+        )
+
+    same = decide(3)
+    assert same.replicas == {"b": 4, "c": 2} and same.moved.replicas == 2
+    unknown = decide(None)
+    assert unknown.replicas == {"b": 3, "c": 3} and unknown.moved.replicas == 3
