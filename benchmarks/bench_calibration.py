@@ -72,8 +72,11 @@ from testkit.capd_fleet import (
     provision,
     wait_available,
 )
+from testkit.prometheus import free_address, scrape
 from testkit.workflow_harness import start_dev_server
+from workflows.activities.placement import MAX_PLACEMENT_ROUNDS_AT_ONCE, PLACEMENT_ROUNDS_AT_ONCE
 from workflows.client import ControlError, start_calibration, status
+from workflows.metrics import PLACEMENT_PHASE, PLACEMENT_PHASES
 from workflows.model import (
     CalibrationInput,
     CalibrationOptions,
@@ -166,6 +169,16 @@ class Sampler:
 
 
 # ------------------------------------------------------------------------- measurement
+
+
+def placement_phases(address: str) -> dict[str, tuple[float, float]]:
+    """The worker's re-placement rounds by phase so far: phase -> (rounds, seconds)."""
+    series = scrape(address)
+    out: dict[str, tuple[float, float]] = {}
+    for phase in PLACEMENT_PHASES:
+        histogram = series.histogram(PLACEMENT_PHASE, phase=phase)
+        out[phase] = (histogram.count, histogram.sum)
+    return out
 
 
 def apiserver_requests(kubeconfig: Path) -> Counter[tuple[str, str]]:
@@ -291,6 +304,10 @@ class Report:
     worker_refused: Kinds = field(default_factory=Counter)  # (verb, "resource status")
     worker_start_requests: Kinds = field(default_factory=Counter)
     worker_start_received: Kinds = field(default_factory=Counter)
+    # The worker's re-placement rounds at once, and where their time went: phase -> (rounds,
+    # seconds) from its ``calibrator_placement_phase_seconds`` during the calibration.
+    placement_rounds: int = PLACEMENT_ROUNDS_AT_ONCE
+    placement_phases: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def per_cluster_step(self, n: float) -> float:
         """``n`` per cluster-step."""
@@ -352,6 +369,11 @@ class Report:
                 "start_requests": by_kind(self.worker_start_requests),
                 "refused": by_kind(self.worker_refused),
                 "start_bytes_read": sum(self.worker_start_received.values()),
+                "placement_rounds": self.placement_rounds,
+                "placement_phases": {
+                    phase: {"rounds": int(n), "s": round(total, 1)}
+                    for phase, (n, total) in self.placement_phases.items()
+                },
             },
             "apiserver_requests": by_kind(self.requests),
             "apiserver_requests_per_cluster_step": each_step(self.requests),
@@ -407,6 +429,15 @@ class Report:
             "| activity | calls per cluster | s per cluster |",
             "|---|---:|---:|",
             *(f"| {name} | {calls:.2f} | {s:.1f} |" for name, calls, s in self.activity_time()),
+            "",
+            f"Re-placement rounds ({self.placement_rounds} at once on the worker), by phase: "
+            + (
+                ", ".join(
+                    f"{phase} {total:.0f} s over {n:.0f} ({total / max(n, 1):.2f} s each)"
+                    for phase, (n, total) in self.placement_phases.items()
+                )
+                or "none recorded"
+            ),
             "",
             f"workloads: {self.workloads}; placement writes {self.placement_writes} "
             f"({self.placement_writes / max(self.cluster_steps, 1):.1f} per cluster-step)",
@@ -522,10 +553,12 @@ async def calibrate_fleet(
     timeout: float,
     workloads: int = 0,
     cache: bool = True,
+    placement_rounds: int = PLACEMENT_ROUNDS_AT_ONCE,
 ) -> Report:
     """Calibrate the provisioned fleet to TARGET; check the invariants; measure.
 
     ``cache``: the worker reads the fleet from its watch-fed cache (the product's worker does).
+    ``placement_rounds``: the worker's re-placement rounds at once.
     """
     mgmt = api_client(plane_kubeconfig)
     dyn = dynamic(mgmt)
@@ -536,13 +569,22 @@ async def calibrate_fleet(
     try:
         address = env.client.service_client.config.target_host
         task_queue = f"scale-{uuid.uuid4().hex[:8]}"
+        metrics_address = free_address()
         worker = start_bench_worker(
-            address, worker_kubeconfig, task_queue, namespace, cache=cache, counts=counts_file
+            address,
+            worker_kubeconfig,
+            task_queue,
+            namespace,
+            cache=cache,
+            counts=counts_file,
+            metrics=metrics_address,
+            placement_rounds=placement_rounds,
         )
         waves = await planned_waves(mgmt, namespace, concurrency)
         started = await asyncio.to_thread(worker_ready, worker, counts_file)
         worker_before = await asyncio.to_thread(worker_counts, worker, counts_file, started)
         before = apiserver_requests(plane_kubeconfig)
+        phases_before = await asyncio.to_thread(placement_phases, metrics_address)
         sampler = Sampler(dyn, namespace, layout)
         options = CalibrationOptions(
             worker_concurrency=concurrency,
@@ -587,6 +629,7 @@ async def calibrate_fleet(
             result = result_task.result()
             wall = time.monotonic() - began
         after = apiserver_requests(plane_kubeconfig)
+        phases_after = await asyncio.to_thread(placement_phases, metrics_address)
         worker_run = (
             await asyncio.to_thread(worker_counts, worker, counts_file, worker_before)
         ) - worker_before
@@ -680,6 +723,11 @@ async def calibrate_fleet(
             worker_refused=worker_run.refused,
             worker_start_requests=started.requests,
             worker_start_received=started.received,
+            placement_rounds=placement_rounds,
+            placement_phases={
+                phase: (n - phases_before[phase][0], t - phases_before[phase][1])
+                for phase, (n, t) in phases_after.items()
+            },
         )
     finally:
         if worker is not None and worker.poll() is None:
@@ -707,8 +755,16 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="the worker's watch-fed cache of the fleet (default: on, as `calibrator worker`)",
     )
+    parser.add_argument(
+        "--placement-rounds",
+        type=int,
+        default=PLACEMENT_ROUNDS_AT_ONCE,
+        help=f"the worker's re-placement rounds at once (1..{MAX_PLACEMENT_ROUNDS_AT_ONCE})",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if not 1 <= args.placement_rounds <= MAX_PLACEMENT_ROUNDS_AT_ONCE:
+        parser.error(f"--placement-rounds must be 1..{MAX_PLACEMENT_ROUNDS_AT_ONCE}")
     if not 2 <= args.clusters <= 999 or not 1 <= args.concurrency <= args.clusters:
         parser.error("--clusters must be 2..999 and --concurrency 1..clusters")
     if not 0 <= args.workloads <= 100_000:
@@ -731,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
                     plane_kubeconfig=plane.kubeconfig, worker_kubeconfig=plane.kubeconfig,
                     namespace=namespace, layout=layout, concurrency=args.concurrency,
                     plane_pids=pids, timeout=args.timeout, workloads=args.workloads,
-                    cache=args.cache,
+                    cache=args.cache, placement_rounds=args.placement_rounds,
                 )
             )  # fmt: skip
             print(report.markdown())

@@ -117,12 +117,16 @@ def start_bench_worker(
     *,
     cache: bool = True,
     counts: Path | None = None,
+    metrics: str | None = None,
+    placement_rounds: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """This module's worker in a process of its own (the calibration benchmark and the Pulumi
     integration test run it).
 
     ``cache``: the watch-fed cache, as ``calibrator worker`` has it. ``counts``: a file the
     worker writes its own request counts to, when ready and on SIGUSR1 (``worker_counts``).
+    ``metrics``: IP:PORT for its Prometheus endpoint. ``placement_rounds``: the worker's
+    re-placement rounds at once (its default when None).
     """
     argv = [sys.executable, "-m", "benchmarks.bench_worker",
             address, str(kubeconfig), task_queue, namespace]  # fmt: skip
@@ -130,12 +134,18 @@ def start_bench_worker(
         argv.append("--no-cache")
     if counts is not None:
         argv += ["--counts", str(counts)]
+    if metrics is not None:
+        argv += ["--metrics", metrics]
+    if placement_rounds is not None:
+        argv += ["--placement-rounds", str(placement_rounds)]
     return subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])
 
 
 async def worker_main(argv: list[str]) -> None:
     """The benchmark's worker: the product's backend and worker, its requests counted."""
     from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
+    from workflows.activities.placement import PLACEMENT_ROUNDS_AT_ONCE  # noqa: PLC0415
+    from workflows.telemetry import runtime_for  # noqa: PLC0415
     from workflows.worker import build_worker  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_worker")
@@ -143,6 +153,8 @@ async def worker_main(argv: list[str]) -> None:
         parser.add_argument(name)
     parser.add_argument("--no-cache", dest="cache", action="store_false")
     parser.add_argument("--counts", type=Path)
+    parser.add_argument("--metrics", help="IP:PORT to serve the worker's Prometheus metrics on")
+    parser.add_argument("--placement-rounds", type=int, default=PLACEMENT_ROUNDS_AT_ONCE)
     args = parser.parse_args(argv)
     api = api_client(args.kubeconfig)
     counts = RequestCounts()
@@ -151,7 +163,7 @@ async def worker_main(argv: list[str]) -> None:
     backend = KubeFleetBackend(api, args.namespace, cache=args.cache)
     try:
         backend.start()  # as ``calibrator worker``: the cache LISTs and watches from now on
-        temporal = await Client.connect(args.address)
+        temporal = await Client.connect(args.address, runtime=runtime_for(args.metrics))
         if args.counts is not None:
             # The start, reported apart: the cache's sync (or one LIST of each kind without it).
             await backend.inventory()
@@ -165,7 +177,10 @@ async def worker_main(argv: list[str]) -> None:
             # The handler first: the benchmark signals as soon as it sees the first file.
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
             dump()
-        await build_worker(temporal, backend, task_queue=args.task_queue).run()
+        worker = build_worker(
+            temporal, backend, task_queue=args.task_queue, placement_rounds=args.placement_rounds
+        )
+        await worker.run()
     finally:
         backend.close()
 

@@ -30,6 +30,7 @@ STEP_DURATION = "calibrator_step_duration_seconds"
 TAINT_GATED = "calibrator_taint_gated_seconds"
 PLACEMENT_RUNS = "calibrator_placement_runs_total"
 PLACEMENT_DURATION = "calibrator_placement_duration_seconds"
+PLACEMENT_PHASE = "calibrator_placement_phase_seconds"
 FINDINGS = "calibrator_findings_total"
 
 # Core's default buckets are for milliseconds (50 .. 10000); ours are seconds at the scale of
@@ -39,6 +40,7 @@ BUCKETS: Mapping[str, tuple[float, ...]] = {
     STEP_DURATION: (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
     TAINT_GATED: (30, 60, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400),
     PLACEMENT_DURATION: (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    PLACEMENT_PHASE: (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 }
 
 # Outcomes of a step attempt, a taint removal and a placement run (label values).
@@ -50,6 +52,9 @@ PLACED = "placed"
 BLOCKED = "blocked"  # the step would strand workloads: nothing written
 CONFLICT = "conflict"  # other writers kept winning: the run failed and Temporal retries it
 ERROR = "error"
+# Where a placement run's time goes, round by round: waiting for a turn among the worker's
+# other placements, reading the fleet, placing (CPU), writing the decisions (API requests).
+PLACEMENT_PHASES = ("turn", "read", "place", "write")
 
 # The values each calibrator label may take (the label rule in the module docstring). Phases are
 # the ClusterState and Phase values of workflows.model, listed here so this module stays free of
@@ -67,6 +72,7 @@ LABELS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     TAINT_GATED: {"outcome": (UPGRADED, RELEASED)},
     PLACEMENT_RUNS: {"outcome": (PLACED, BLOCKED, CONFLICT, ERROR)},
     PLACEMENT_DURATION: {"outcome": (PLACED, BLOCKED, CONFLICT, ERROR)},
+    PLACEMENT_PHASE: {"phase": PLACEMENT_PHASES},
 }
 
 
@@ -145,7 +151,7 @@ class ClusterMetrics:
 
 
 class PlacementMetrics:
-    """What the ``replace`` activity records: each run and its latency."""
+    """What the ``replace`` activity records: each run, its latency and where the time went."""
 
     def __init__(self, meter: MetricMeter) -> None:
         self._runs = meter.create_counter(
@@ -154,8 +160,15 @@ class PlacementMetrics:
         self._latency = meter.create_histogram_float(
             PLACEMENT_DURATION, "Latency of a placement run, read to write (wall clock)", "s"
         )
+        self._phases = meter.create_histogram_float(
+            PLACEMENT_PHASE, "Time of one phase of a placement round (wall clock)", "s"
+        )
 
     def run(self, outcome: str, seconds: float) -> None:
         """One placement run ended with ``outcome`` after ``seconds``."""
         self._runs.add(1, {"outcome": outcome})
         self._latency.record(max(0.0, seconds), {"outcome": outcome})
+
+    def phase(self, phase: str, seconds: float) -> None:
+        """One round spent ``seconds`` in ``phase`` (one of ``PLACEMENT_PHASES``)."""
+        self._phases.record(max(0.0, seconds), {"phase": phase})

@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 from orchestrator.kube.backend.port import FleetBackend
 from workflows import task_queues
 from workflows.activities import CalibrationActivities
+from workflows.activities.placement import PLACEMENT_ROUNDS_AT_ONCE
 from workflows.definitions.cluster_upgrade import ClusterUpgrade
 from workflows.definitions.continuous import ContinuousCalibration
 from workflows.definitions.fleet_calibration import FleetCalibration
@@ -31,15 +32,17 @@ def build_worker(
     backend: FleetBackend,
     *,
     task_queue: str = task_queues.CALIBRATION,
+    placement_rounds: int = PLACEMENT_ROUNDS_AT_ONCE,
     **options: Any,
 ) -> Worker:
     """A worker for every workflow and activity, bound to ``backend``.
 
+    ``placement_rounds``: re-placement rounds run at once (``PlacementActivities``).
     ``options`` go to ``temporalio.worker.Worker`` (e.g. ``max_concurrent_activities``).
     The worker decodes what clients send strictly (``workflows.payloads``): a malformed input
     fails its run at once with one InvalidInput error instead of failing workflow tasks forever.
     """
-    activities = CalibrationActivities(backend)
+    activities = CalibrationActivities(backend, placement_rounds=placement_rounds)
     return Worker(
         strict_client(client),
         task_queue=task_queue,

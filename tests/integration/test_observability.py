@@ -31,9 +31,9 @@ from orchestrator.kube.client import apply_all
 from orchestrator.kube.templates import cluster_class_objects, cluster_objects
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capi_waits import fully_at_version, wait_for
+from testkit.prometheus import Scrape, free_address, scrape, scrape_until
 from testkit.worker_rbac import WorkerIdentity, grant_kubeconfig_reader, grant_plan_store
 from testkit.workflow_harness import start_dev_server
-from tests.workflows.prometheus import Scrape, free_address, scrape, scrape_until
 from workflows import metrics, telemetry
 from workflows.client import start_calibration, status
 from workflows.model import (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.errors import InputError
-from tests.workflows.prometheus import free_address
+from testkit.prometheus import free_address
 from workflows import health
 from workflows.health import HealthServer, Polling
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from testkit.prometheus import free_address
 from testkit.workflow_harness import cluster, in_memory, start_dev_server
-from tests.workflows.prometheus import free_address
 from workflows import health
 from workflows.health import HealthServer, server_poll_check
 from workflows.worker import run_worker

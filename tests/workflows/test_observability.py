@@ -19,8 +19,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from testkit.prometheus import free_address, scrape, scrape_until
 from testkit.workflow_harness import Calibration, Harness, cluster, in_memory, start_dev_server
-from tests.workflows.prometheus import free_address, scrape, scrape_until
 from workflows import metrics, telemetry
 from workflows.model import CalibrationProgress, ClusterState, Phase
 from workflows.worker import build_worker
@@ -90,6 +90,9 @@ def test_the_endpoint_reports_the_calibration_it_served(harness: Harness) -> Non
         assert series.value(metrics.PLACEMENT_RUNS, outcome="placed") == runs
         assert series.value(metrics.PLACEMENT_RUNS) == runs
         assert series.histogram(metrics.PLACEMENT_DURATION).count == runs
+        # Each run (one round: nothing else writes this fleet) read, placed or not, and wrote.
+        for phase in ("turn", "read", "write"):
+            assert series.histogram(metrics.PLACEMENT_PHASE, phase=phase).count == runs, phase
         # The plan's one finding: flow-tuner on old, moved to spare.
         assert {s.labels["action"]: s.value for s in series.named(metrics.FINDINGS)} == {"move": 1}
         # The SDK's own metrics on the same endpoint (its core counts a completion after

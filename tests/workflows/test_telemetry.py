@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.domain.errors import InputError
 from orchestrator.kube.tracing import request_route, request_spans
-from tests.workflows.prometheus import free_address, scrape
+from testkit.prometheus import free_address, scrape
 from workflows import metrics, telemetry
 
 # ------------------------------------------------------------------------------- metrics address
@@ -267,6 +267,8 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     placement = metrics.PlacementMetrics(runtime.metric_meter)
     placement.run(metrics.PLACED, 0.02)
     placement.run(metrics.BLOCKED, 0.2)
+    placement.phase("turn", 45.0)
+    placement.phase("read", 0.04)
 
     series = scrape(address)
     transitions = {s.labels["phase"]: s.value for s in series.named(metrics.CLUSTER_TRANSITIONS)}
@@ -286,6 +288,9 @@ def test_recorders_publish_through_the_runtime_endpoint() -> None:
     assert runs == {"placed": 1, "blocked": 1}
     latency = series.histogram(metrics.PLACEMENT_DURATION, outcome="placed")
     assert latency.count == 1 and latency.buckets[0.025] == 1 and latency.buckets[0.01] == 0
+    turn = series.histogram(metrics.PLACEMENT_PHASE, phase="turn")
+    assert turn.count == 1 and turn.buckets[30.0] == 0 and turn.buckets[60.0] == 1
+    assert series.histogram(metrics.PLACEMENT_PHASE, phase="read").sum == 0.04
 
 
 def test_label_values_are_the_model_s_fixed_sets() -> None:

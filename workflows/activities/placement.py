@@ -31,6 +31,10 @@ from workflows.model import PlacementProgress, ReplaceInput, ReplaceResult
 # Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
 PLACEMENT_ROUNDS = 5
 
+# Rounds one worker runs at once (``PlacementActivities._one_round``; docs/benchmarks.md).
+PLACEMENT_ROUNDS_AT_ONCE = 1
+MAX_PLACEMENT_ROUNDS_AT_ONCE = 16
+
 
 # Workload lists in a ReplaceResult are cut to this many names (the counts stay exact).
 RESULT_LIST_LIMIT = 20
@@ -112,6 +116,8 @@ def _gate_may_move(workload: Workload) -> bool:
 
 
 Beat = Callable[[PlacementProgress], None]
+# Times the block it wraps as one phase of a round (``metrics.PLACEMENT_PHASES``).
+Timed = Callable[[str], contextlib.AbstractAsyncContextManager[None]]
 
 
 @contextlib.asynccontextmanager
@@ -151,13 +157,20 @@ async def _heartbeating(first: PlacementProgress) -> AsyncIterator[Beat]:
 class PlacementActivities(ActivitiesBase):
     """Re-place the fleet's workloads around a cluster that is about to change or just did."""
 
-    def __init__(self, backend: FleetBackend) -> None:
+    def __init__(
+        self, backend: FleetBackend, *, placement_rounds: int = PLACEMENT_ROUNDS_AT_ONCE
+    ) -> None:
         super().__init__(backend)
-        self._placing = asyncio.Lock()
+        if not 1 <= placement_rounds <= MAX_PLACEMENT_ROUNDS_AT_ONCE:
+            raise ValueError(
+                f"placement rounds at once must be 1 to {MAX_PLACEMENT_ROUNDS_AT_ONCE}, "
+                f"not {placement_rounds}"
+            )
+        self._placing = asyncio.Semaphore(placement_rounds)
 
     @contextlib.asynccontextmanager
-    async def _one_round(self, beat: Beat) -> AsyncIterator[None]:
-        """One read-place-write round at a time on this worker.
+    async def _one_round(self, beat: Beat, timed: Timed) -> AsyncIterator[None]:
+        """At most ``placement_rounds`` read-place-write rounds at once on this worker.
 
         Rounds run side by side read the same fleet and decided the same workloads, so all but
         one lost each workload's compare-and-swap and read and placed again: at 100 clusters x
@@ -165,14 +178,18 @@ class PlacementActivities(ActivitiesBase):
         were refused (docs/benchmarks.md), and with three calibrations on two cores the crowd of
         placement and writer threads starved the wait activities' heartbeats until the run
         halted. In turn, each reads what the one before wrote (the backend's reads see its own
-        writes). The cost is the wait for the turn: measured two at once, the overhead rose from
-        1.10 to 1.23 while the worker's CPU fell by 29%. Rounds of other workers still meet only
-        at the compare-and-swap, which stays the guard (docs/decisions.md).
+        writes). The cost is the wait for the turn (``turn`` in ``PLACEMENT_PHASE``). Rounds of
+        other workers, and rounds side by side here, meet only at the compare-and-swap, which
+        stays the guard (docs/decisions.md).
         """
         if self._placing.locked():
             beat(PlacementProgress(0, 0, "waiting for this worker's other placements"))
-        async with self._placing:
+        async with timed("turn"):
+            await self._placing.acquire()
+        try:
             yield
+        finally:
+            self._placing.release()
 
     @activity.defn(name="replace")
     async def replace(self, input: ReplaceInput) -> ReplaceResult:
@@ -193,9 +210,19 @@ class PlacementActivities(ActivitiesBase):
         """
         began = time.monotonic()
         outcome = metrics.ERROR
+        recorder = metrics.PlacementMetrics(activity.metric_meter())
+
+        @contextlib.asynccontextmanager
+        async def timed(phase: str) -> AsyncIterator[None]:
+            start = time.monotonic()
+            try:
+                yield
+            finally:
+                recorder.phase(phase, time.monotonic() - start)
+
         try:
             async with _heartbeating(PlacementProgress(0, 0, "reading the fleet")) as beat:
-                result = await self._replace_rounds(input, beat)
+                result = await self._replace_rounds(input, beat, timed)
             blocked = bool(result.stranded and input.upcoming_version)
             outcome = metrics.BLOCKED if blocked else metrics.PLACED
             return result
@@ -204,14 +231,14 @@ class PlacementActivities(ActivitiesBase):
                 outcome = metrics.CONFLICT
             raise
         finally:
-            metrics.PlacementMetrics(activity.metric_meter()).run(outcome, time.monotonic() - began)
+            recorder.run(outcome, time.monotonic() - began)
 
-    async def _replace_rounds(self, input: ReplaceInput, beat: Beat) -> ReplaceResult:
+    async def _replace_rounds(self, input: ReplaceInput, beat: Beat, timed: Timed) -> ReplaceResult:
         written = 0
         conflicts = 0
         for _ in range(PLACEMENT_ROUNDS):
-            async with self._one_round(beat):
-                outcome = await self._replace_once(input, beat)
+            async with self._one_round(beat, timed):
+                outcome = await self._replace_once(input, beat, timed)
             if isinstance(outcome, ReplaceResult):
                 return dataclasses.replace(
                     outcome, written=written + outcome.written, conflicts=conflicts
@@ -230,12 +257,13 @@ class PlacementActivities(ActivitiesBase):
         )
 
     async def _replace_once(
-        self, input: ReplaceInput, beat: Beat
+        self, input: ReplaceInput, beat: Beat, timed: Timed
     ) -> ReplaceResult | PlacementWrite:
         """One read-place-write round; a PlacementWrite with conflicts means "read again"."""
         name = input.cluster.name
         try:
-            inv = await self._backend.inventory()  # InputError: a FleetWorkload is invalid
+            async with timed("read"):
+                inv = await self._backend.inventory()  # InputError: a FleetWorkload is invalid
             snapshot = inv.snapshot
             current = snapshot.cluster(name)
             if input.upcoming_version:
@@ -246,13 +274,14 @@ class PlacementActivities(ActivitiesBase):
             now = parse_time(input.now) if input.now else None
             # Pure CPU, seconds for a large fleet: in a thread, so the worker's event loop keeps
             # sending every activity's heartbeats meanwhile.
-            result = (
-                await asyncio.to_thread(
-                    place, dataclasses.replace(snapshot, workloads=affected), now=now
+            async with timed("place"):
+                result = (
+                    await asyncio.to_thread(
+                        place, dataclasses.replace(snapshot, workloads=affected), now=now
+                    )
+                    if affected
+                    else None
                 )
-                if affected
-                else None
-            )
         except InputError as err:
             invalid_input(str(err))
         before = {w.key: set(w.placement.clusters) for w in affected}
@@ -296,7 +325,8 @@ class PlacementActivities(ActivitiesBase):
         def progress(done: int, total: int) -> None:
             beat(PlacementProgress(done, total, f"{done}/{total} decisions written"))
 
-        write = await self._backend.write_placement(decisions, input.reason, progress)
+        async with timed("write"):
+            write = await self._backend.write_placement(decisions, input.reason, progress)
         if write.conflicts:
             return write
         return ReplaceResult(

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from tests.workflows.prometheus import free_address
+from testkit.prometheus import free_address
 from workflows import telemetry
 
 runner = CliRunner()

@@ -9,12 +9,18 @@ superseded is re-read and recomputed instead of written (compare-and-swap per wo
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
-from orchestrator.kube.backend.port import ClusterRef, ClusterReplicasInfo, PlacementDecisionInfo
+from orchestrator.kube.backend.port import (
+    ClusterRef,
+    ClusterReplicasInfo,
+    FleetBackend,
+    PlacementDecisionInfo,
+)
 from orchestrator.placement import place
 from testkit.fake_backend import InMemoryFleet
 from testkit.workflow_harness import cluster, in_memory
@@ -197,3 +203,57 @@ def test_one_workers_placements_take_turns_and_never_conflict() -> None:
     assert moved.moved == ("apps/flow-tuner",)
     assert (moved.conflicts, other.conflicts) == (0, 0) and not fleet.conflicts
     assert "prod-00" not in fleet.workloads["apps/flow-tuner"].placement.clusters
+
+
+class _RoundsInFlight:
+    """The in-memory fleet, counting the re-placement rounds between their read and write."""
+
+    def __init__(self, fleet: InMemoryFleet) -> None:
+        self._fleet = fleet
+        self.in_flight = 0
+        self.most = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fleet, name)
+
+    async def inventory(self, clusters: Any = ()) -> Any:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0)  # let every other round that may start reach its read
+        return await self._fleet.inventory(clusters)
+
+    async def write_placement(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._fleet.write_placement(*args, **kwargs)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+def test_a_worker_runs_at_most_placement_rounds_at_once(rounds: int) -> None:
+    fleet = _fleet()
+    asyncio.run(_settle(fleet))
+    counted = _RoundsInFlight(fleet)
+    worker = CalibrationActivities(cast(FleetBackend, counted), placement_rounds=rounds)
+
+    async def steps() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                *(
+                    ActivityEnvironment().run(
+                        worker.replace, ReplaceInput("cal", ClusterRef(f"dev-{i:02d}"), "step")
+                    )
+                    for i in range(4)
+                )
+            )
+        )
+
+    results = asyncio.run(steps())
+    assert counted.most == rounds
+    assert all(r.conflicts == 0 for r in results)  # the steps' workloads do not overlap
+
+
+@pytest.mark.parametrize("rounds", [0, 17])
+def test_placement_rounds_out_of_bounds_are_refused(rounds: int) -> None:
+    with pytest.raises(ValueError, match="1 to 16"):
+        CalibrationActivities(_fleet(), placement_rounds=rounds)

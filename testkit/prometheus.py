@@ -97,8 +97,11 @@ def scrape(address: str, timeout: float = 10.0) -> Scrape:
 def scrape_until(
     address: str, what: str, check: Callable[[Scrape], bool], timeout: float = 60.0
 ) -> Scrape:
-    """Scrape until ``check`` holds (bounded): for the SDK's own metrics, which its core records
-    after it reports a completion to the server, so they can trail what a client already saw."""
+    """Scrape until ``check`` holds (bounded).
+
+    For the SDK's own metrics, which its core records after it reports a completion to the
+    server, so they can trail what a client already saw.
+    """
     deadline = time.monotonic() + timeout
     while True:
         current = scrape(address)
