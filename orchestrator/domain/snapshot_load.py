@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import date
@@ -820,20 +821,15 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
         )
     if data.get("kind", KIND) != KIND:
         raise SnapshotError(f"snapshot.kind: expected {KIND}, got {quote(data.get('kind'))}")
-    versions = tuple(
-        _version(v, f"availableVersions[{i}]")
-        for i, v in enumerate(_list(data.get("availableVersions"), "availableVersions"))
+    clusters = clusters_snapshot(
+        data.get("availableVersions"),
+        tuple(
+            _cluster(c, f"clusters[{i}]")
+            for i, c in enumerate(_list(_required(data, "clusters", "snapshot"), "clusters"))
+        ),
     )
-    if len(set(versions)) != len(versions):
-        raise SnapshotError("availableVersions: duplicate versions")
-    clusters = tuple(
-        _cluster(c, f"clusters[{i}]")
-        for i, c in enumerate(_list(_required(data, "clusters", "snapshot"), "clusters"))
-    )
-    names = [c.name for c in clusters]
-    known = set(names)
-    if len(known) != len(names):
-        raise SnapshotError(f"clusters: duplicate cluster name(s) {_duplicates(names)}")
+    versions = clusters.available_versions
+    known = {c.name for c in clusters.clusters}
     with _content_memo():
         workloads = tuple(
             _workload(w, f"workloads[{i}]")
@@ -857,7 +853,26 @@ def snapshot_from_mapping(raw: object) -> FleetSnapshot:
         links.append(
             NetworkLink(source, target, _number(_required(link, "rttMs", here), f"{here}.rttMs"))
         )
-    return FleetSnapshot(versions, clusters, workloads, tuple(links))
+    return FleetSnapshot(versions, clusters.clusters, workloads, tuple(links))
+
+
+def clusters_snapshot(available_versions: object, clusters: tuple[Cluster, ...]) -> FleetSnapshot:
+    """A snapshot of ``clusters`` (each validated, as ``cluster_from_mapping`` does) alone.
+
+    The rules between them, as ``snapshot_from_mapping`` checks them: available versions parse
+    and are unique, cluster names are unique. For a reader that keeps parsed clusters across
+    reads (the worker's inventory); ``with_workloads`` then adds the workloads.
+    """
+    versions = tuple(
+        _version(v, f"availableVersions[{i}]")
+        for i, v in enumerate(_list(available_versions, "availableVersions"))
+    )
+    if len(set(versions)) != len(versions):
+        raise SnapshotError("availableVersions: duplicate versions")
+    names = [c.name for c in clusters]
+    if len(set(names)) != len(names):
+        raise SnapshotError(f"clusters: duplicate cluster name(s) {_duplicates(names)}")
+    return FleetSnapshot(versions, clusters)
 
 
 def workload_from_mapping(raw: object, where: str, memo: ContentMemo | None = None) -> Workload:
@@ -873,12 +888,17 @@ def workload_from_mapping(raw: object, where: str, memo: ContentMemo | None = No
         return _workload(raw, where)
 
 
-def with_workloads(snapshot: FleetSnapshot, workloads: tuple[Workload, ...]) -> FleetSnapshot:
+def with_workloads(
+    snapshot: FleetSnapshot, workloads: tuple[Workload, ...], *, checked: bool = False
+) -> FleetSnapshot:
     """``snapshot`` with ``workloads``, checked as ``snapshot_from_mapping`` checks its own.
 
     Keys unique, every cluster a placement names in the snapshot; SnapshotError otherwise.
+    ``checked``: the caller has checked both already (``check_cluster_refs`` on each workload
+    against these very clusters, and unique keys), so a pass over every workload is saved.
     """
-    _check_workloads(workloads, {c.name for c in snapshot.clusters})
+    if not checked:
+        _check_workloads(workloads, {c.name for c in snapshot.clusters})
     return FleetSnapshot(
         snapshot.available_versions, snapshot.clusters, workloads, snapshot.network
     )
@@ -890,8 +910,12 @@ def _check_workloads(workloads: Sequence[Workload], known: set[str]) -> None:
     if len(set(keys)) != len(keys):
         raise SnapshotError(f"workloads: duplicate workload(s) {_duplicates(keys)}")
     for i, workload in enumerate(workloads):
-        where = f"workloads[{i}] ({workload.key}).placement"
-        _check_cluster_refs(workload.placement, known, where)
+        check_cluster_refs(workload, known, f"workloads[{i}]")
+
+
+def check_cluster_refs(workload: Workload, known: AbstractSet[str], where: str) -> None:
+    """Every cluster ``workload``'s placement names is in ``known``; SnapshotError otherwise."""
+    _check_cluster_refs(workload.placement, known, f"{where} ({workload.key}).placement")
 
 
 def _duplicates(names: Sequence[str], shown: int = 5) -> str:
@@ -907,7 +931,7 @@ def _duplicates(names: Sequence[str], shown: int = 5) -> str:
     return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
 
 
-def _check_cluster_refs(policy: PlacementPolicy, known: set[str], where: str) -> None:
+def _check_cluster_refs(policy: PlacementPolicy, known: AbstractSet[str], where: str) -> None:
     refs: list[tuple[str, str]] = [(n, f"{where}.clusters") for n in policy.clusters]
     for j, aff in enumerate(policy.affinities):
         refs += [(n, f"{where}.clusterAffinities[{j}].clusterNames") for n in aff.cluster_names]

@@ -588,9 +588,8 @@ def write_placement_decisions(
 
 def workload_versions(objs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``namespace/name`` -> resourceVersion of FleetWorkloads (the writer's preconditions)."""
-    return {
-        f"{object_meta(o).get('namespace')}/{object_meta(o).get('name')}": str(
-            object_meta(o).get("resourceVersion")
-        )
-        for o in objs
-    }
+    out: dict[str, str] = {}
+    for o in objs:
+        meta = object_meta(o)
+        out[f"{meta.get('namespace')}/{meta.get('name')}"] = str(meta.get("resourceVersion"))
+    return out

@@ -47,13 +47,16 @@ from orchestrator.domain.observed_record import ObservedRecordError, record_of
 from orchestrator.domain.snapshot import (
     API_VERSION,
     KIND,
+    Cluster,
     FleetSnapshot,
     Workload,
     WorkloadClusterStatus,
 )
 from orchestrator.domain.snapshot_load import (
     ContentMemo,
+    check_cluster_refs,
     cluster_from_mapping,
+    clusters_snapshot,
     snapshot_from_mapping,
     with_workloads,
     workload_from_mapping,
@@ -279,8 +282,12 @@ def _reason(err: Exception) -> str:
     return f"malformed object ({type(err).__name__}: {err})"
 
 
-def map_clusters(objects: FleetObjects) -> FleetMap:
-    """The fleet's clusters in name order, and every cluster left out with the reason."""
+def map_clusters(objects: FleetObjects, parsed: ParsedFleet | None = None) -> FleetMap:
+    """The fleet's clusters in name order, and every cluster left out with the reason.
+
+    With ``parsed`` an entry whose Cluster, KubeadmControlPlane and MachineDeployments are the
+    versions it was built from is kept from the last read (``ParsedFleet.entry``).
+    """
     live = [c for c in objects.clusters if not capi.meta(c).get("deletionTimestamp")]
     kcps = {key(k): k for k in objects.control_planes}
     pools = pools_by_cluster(objects.machine_deployments)
@@ -301,12 +308,19 @@ def map_clusters(objects: FleetObjects) -> FleetMap:
             if kcp is None:
                 (skipped if left_out == "skipped" else pending)[name] = reason
                 continue
-            entry = cluster_entry(cluster, kcp, pools.get((namespace, name), []))
+            mds = pools.get((namespace, name), [])
+            entry = (
+                cluster_entry(cluster, kcp, mds)
+                if parsed is None
+                else parsed.entry(cluster, kcp, mds)
+            )
         except MALFORMED as err:
             # A malformed object is one cluster's problem, not the fleet's: skip it, say why.
             skipped[name] = short(_reason(err))
             continue
         mapped.append(MappedCluster(name, namespace, entry))
+    if parsed is not None:
+        parsed.keep_entries({(c.namespace, c.name) for c in mapped})
     return FleetMap(tuple(mapped), available_versions(objects.classes, live), skipped, pending)
 
 
@@ -327,23 +341,32 @@ def workload_entries(
     ]
 
 
-class ParsedWorkloads:
-    """Each FleetWorkload's parsed ``Workload``, kept by resourceVersion across fleet reads.
+class ParsedFleet:
+    """Parses of the fleet's objects, kept by resourceVersion across reads of one source.
 
-    The one stateful part of this module, and only a memo of ``workload_entries`` and the
-    snapshot parser. The worker's inventory rebuilt and re-validated every FleetWorkload on
-    every read from its cache: at 100 clusters x 1,000 FleetWorkloads that was a third of its
-    busy CPU (docs/benchmarks.md), although between two reads only the workloads written
-    meanwhile change. An entry depends on its object and on which clusters are in the fleet
-    (``current_on_inventory``), so a parsed workload is reused while both are the ones it was
-    parsed from: the same resourceVersion, the same cluster names (another set starts afresh).
+    The one stateful part of this module, and only a memo of ``cluster_entry``, the snapshot
+    parser and ``workload_entries``. The worker's inventory rebuilt and re-validated every
+    cluster and every FleetWorkload on every read from its cache: at 100 clusters x 1,000
+    FleetWorkloads the workloads were a third of its busy CPU, and at 300 x 3,000 the whole
+    read was the largest item left (docs/benchmarks.md), although between two reads only the
+    objects written meanwhile change.
 
-    Memory: one Workload per FleetWorkload of the last read (gone ones are dropped each read)
-    and the bounded ``ContentMemo``. Thread-safe: the backend's fleet reads share one.
+    * A cluster entry depends on its Cluster, KubeadmControlPlane and MachineDeployments: it is
+      reused while all of them are the versions it was built from, and its parsed ``Cluster``
+      with it.
+    * A workload depends on its object and on which clusters are in the fleet
+      (``current_on_inventory``, and the clusters its placement may name): it is reused while
+      both are the ones it was parsed from (another set of cluster names starts afresh).
+
+    An object without a resourceVersion is never reused. Memory: one entry per cluster and one
+    Workload per FleetWorkload of the last read (gone ones are dropped each read) and the
+    bounded ``ContentMemo``. Thread-safe: the backend's fleet reads share one.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # (namespace, name) -> (the objects' versions, the entry, its parse once made)
+        self._entries: dict[Key, tuple[frozenset[str], dict[str, Any], Cluster | None]] = {}
         self._clusters: frozenset[str] = frozenset()
         self._parsed: dict[Key, tuple[str, Workload]] = {}
         self._content = ContentMemo()
@@ -352,13 +375,57 @@ class ParsedWorkloads:
         """How many parsed workloads are kept (those of the last read)."""
         return len(self._parsed)
 
+    def entry(
+        self,
+        cluster: Mapping[str, Any],
+        kcp: Mapping[str, Any],
+        mds: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        """``cluster_entry`` of these objects, the kept one while none of them changed."""
+        objs = (cluster, kcp, *mds)
+        versions = frozenset(f"{o.get('kind')}/{_version_of(o)}" for o in objs)
+        k = key(cluster)
+        with self._lock:
+            found = self._entries.get(k)
+        if found is not None and found[0] == versions and all(_version_of(o) for o in objs):
+            return found[1]
+        entry = cluster_entry(cluster, kcp, mds)  # raises on a malformed object: not kept
+        with self._lock:
+            self._entries[k] = (versions, entry, None)
+        return entry
+
+    def keep_entries(self, keys: set[Key]) -> None:
+        """Drop the entries of clusters that are no longer in the fleet."""
+        with self._lock:
+            for k in [k for k in self._entries if k not in keys]:
+                del self._entries[k]
+
+    def clusters_snapshot(self, fleet: FleetMap) -> FleetSnapshot:
+        """``fleet``'s clusters parsed, each entry once; InputError as the full parse raises."""
+        parsed: list[Cluster] = []
+        for c in fleet.clusters:
+            k = (c.namespace, c.name)
+            with self._lock:
+                found = self._entries.get(k)
+            if found is not None and found[1] is c.entry and found[2] is not None:
+                parsed.append(found[2])
+                continue
+            cluster = cluster_from_mapping(c.entry, f"Cluster {c.namespace}/{c.name}")
+            if found is not None and found[1] is c.entry:
+                with self._lock:
+                    self._entries[k] = (found[0], found[1], cluster)
+            parsed.append(cluster)
+        return clusters_snapshot(list(fleet.available_versions), tuple(parsed))
+
     def workloads(
         self, fleet_workloads: Sequence[Mapping[str, Any]], clusters: set[str]
     ) -> tuple[Workload, ...] | None:
-        """The workloads in the objects' order; None when one does not parse.
+        """The workloads in the objects' order, checked against ``clusters``; None on a defect.
 
-        None sends the caller to the whole strict parse, whose error names the FleetWorkload.
-        A failed parse is not kept: the object is parsed again until it changes or parses.
+        Each is checked when parsed: its keys are unique and every cluster its placement names
+        is in ``clusters`` (``with_workloads(checked=True)`` then saves the pass). None sends
+        the caller to the whole strict parse, whose error names the FleetWorkload. A failed
+        parse is not kept: the object is parsed again until it changes or parses.
         """
         with self._lock:
             names = frozenset(clusters)
@@ -366,23 +433,28 @@ class ParsedWorkloads:
                 self._clusters, self._parsed = names, {}
             kept: dict[Key, tuple[str, Workload]] = {}
             for i, obj in enumerate(fleet_workloads):
-                k = key(obj)
-                version = str(capi.meta(obj).get("resourceVersion") or "")
+                meta = capi.meta(obj)  # once: this loop runs over every FleetWorkload each read
+                k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                version = str(meta.get("resourceVersion") or "")
                 found = self._parsed.get(k)
                 if found is None or not version or found[0] != version:
                     entry = fleetapi.current_on_inventory(fleetapi.workload_entry(obj), clusters)
+                    where = f"workloads[{i}]"
                     try:
-                        found = (
-                            version,
-                            workload_from_mapping(entry, f"workloads[{i}]", self._content),
-                        )
+                        workload = workload_from_mapping(entry, where, self._content)
+                        check_cluster_refs(workload, names, where)
                     except InputError:
                         return None
+                    found = (version, workload)
                 kept[k] = found
             if len(kept) != len(fleet_workloads):
                 return None  # one FleetWorkload twice: the whole parse names it
             self._parsed = kept
             return tuple(w for _, w in kept.values())
+
+
+def _version_of(obj: Mapping[str, Any]) -> str:
+    return str(capi.meta(obj).get("resourceVersion") or "")
 
 
 _WORKLOAD_PATH = re.compile(r"^workloads\[(\d+)\](?: \([^)]*\))?")
@@ -477,7 +549,7 @@ def fleet_snapshot(
     fleet: FleetMap,
     fleet_workloads: Sequence[Mapping[str, Any]],
     observed: Mapping[str, WorkloadClusterStatus] | None = None,
-    parsed: ParsedWorkloads | None = None,
+    parsed: ParsedFleet | None = None,
 ) -> tuple[FleetSnapshot, FleetMap]:
     """The validated snapshot of ``fleet`` and its workloads, and the fleet it was built from.
 
@@ -488,8 +560,8 @@ def fleet_snapshot(
     planning without it could upgrade a cluster under a workload whose APIs go away.
 
     With ``parsed`` (a reader that reads the same objects again: the worker's cache) only the
-    FleetWorkloads changed since the last read are parsed; any defect takes the whole strict
-    parse, so every error is the one a full read gives.
+    clusters and FleetWorkloads changed since the last read are parsed; any defect takes the
+    whole strict parse, so every error is the one a full read gives.
     """
 
     def build(f: FleetMap) -> FleetSnapshot:
@@ -501,12 +573,16 @@ def fleet_snapshot(
         workloads = workload_entries(fleet_workloads, names)
         return build_snapshot(snapshot_document(f, workloads, observed))
 
-    def reused(f: FleetMap, names: set[str], parsed: ParsedWorkloads) -> FleetSnapshot | None:
-        """The snapshot from the clusters' parse and the kept workloads; None on any defect."""
+    def reused(f: FleetMap, names: set[str], parsed: ParsedFleet) -> FleetSnapshot | None:
+        """The snapshot from the kept clusters and workloads; None on any defect."""
         try:
-            clusters = snapshot_from_mapping(snapshot_document(f, [], observed))
+            clusters = (
+                parsed.clusters_snapshot(f)
+                if observed is None
+                else snapshot_from_mapping(snapshot_document(f, [], observed))
+            )
             workloads = parsed.workloads(fleet_workloads, names)
-            return None if workloads is None else with_workloads(clusters, workloads)
+            return None if workloads is None else with_workloads(clusters, workloads, checked=True)
         except InputError:
             return None
 

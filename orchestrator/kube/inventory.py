@@ -32,7 +32,7 @@ from orchestrator.kube.fleetmap import (
     FleetMap,
     FleetObjects,
     InventoryError,
-    ParsedWorkloads,
+    ParsedFleet,
     fleet_snapshot,
     map_clusters,
     with_records,
@@ -119,7 +119,7 @@ def read_fleet(
     concurrency: int = PROBE_CONCURRENCY,
     page_size: int = PAGE_SIZE,
     source: ObjectSource | None = None,
-    parsed: ParsedWorkloads | None = None,
+    parsed: ParsedFleet | None = None,
 ) -> Inventory:
     """The fleet of ``namespace`` (None: every namespace) as one validated FleetSnapshot.
 
@@ -128,12 +128,12 @@ def read_fleet(
     workload-cluster access) fills each cluster's ``workloadCluster``. Raises ``InventoryError``
     when the objects cannot form one snapshot (the message names the object) and
     ``fleetapi.ApiMissingError`` as ``list_objects`` says. ``parsed`` keeps the parsed
-    workloads between reads of the same source (``fleetmap.ParsedWorkloads``).
+    clusters and workloads between reads of the same source (``fleetmap.ParsedFleet``).
     """
     if source is None:
         source = listing(dyn, namespace, require_workloads=require_workloads, page_size=page_size)
     objects, served = source()
-    fleet = map_clusters(objects)
+    fleet = map_clusters(objects, parsed)
     observed = None
     if probe is not None:
         observed = with_records(

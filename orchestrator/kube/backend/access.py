@@ -44,7 +44,7 @@ from orchestrator.kube.client import (
     run_cancellable,
     status_code,
 )
-from orchestrator.kube.fleetmap import ParsedWorkloads
+from orchestrator.kube.fleetmap import ParsedFleet
 from orchestrator.kube.tracing import request_spans
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -155,8 +155,8 @@ class KubeAccess:
         )
         self._fresh: dict[Hashable, str] = {}
         # The workloads parsed from the cache's objects, kept by resourceVersion: a read parses
-        # only the FleetWorkloads written since the last (``fleetmap.ParsedWorkloads``).
-        self._parsed = ParsedWorkloads() if self._cache is not None else None
+        # only the FleetWorkloads written since the last (``fleetmap.ParsedFleet``).
+        self._parsed = ParsedFleet() if self._cache is not None else None
 
     def start(self) -> None:
         """Start the watch-fed cache, if this backend has one (idempotent; returns at once)."""

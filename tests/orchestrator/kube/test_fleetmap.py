@@ -22,7 +22,7 @@ from orchestrator.kube.fleetmap import (
     FleetMap,
     FleetObjects,
     InventoryError,
-    ParsedWorkloads,
+    ParsedFleet,
     build_snapshot,
     fleet_snapshot,
     map_clusters,
@@ -393,7 +393,7 @@ EVERYWHERE = {"replicas": 2, "placement": {"clusterAffinity": {"matchLabels": {}
 
 def test_kept_workloads_give_the_full_reads_snapshot_and_only_written_ones_are_parsed() -> None:
     fleet = map_clusters(AB)
-    parsed = ParsedWorkloads()
+    parsed = ParsedFleet()
     objs = [written("w1", EVERYWHERE, "1"), written("w2", {"placement": {"clusters": ["a"]}}, "2")]
     first, _ = fleet_snapshot(fleet, objs, parsed=parsed)
     assert first == fleet_snapshot(fleet, objs)[0]
@@ -417,7 +417,7 @@ def test_kept_workloads_give_the_full_reads_snapshot_and_only_written_ones_are_p
 
 def test_kept_workloads_follow_the_fleets_clusters() -> None:
     """A cluster that leaves the fleet leaves every current placement, kept or not."""
-    parsed = ParsedWorkloads()
+    parsed = ParsedFleet()
     both = [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 1}]
     objs = [written("w", EVERYWHERE, "3", clusters=both)]
     before, _ = fleet_snapshot(map_clusters(AB), objs, parsed=parsed)
@@ -439,7 +439,7 @@ def test_kept_workloads_follow_the_fleets_clusters() -> None:
 )
 def test_kept_workloads_fail_with_the_full_reads_error_and_recover(spec: dict[str, Any]) -> None:
     fleet = map_clusters(AB)
-    parsed = ParsedWorkloads()
+    parsed = ParsedFleet()
     good = written("ok", EVERYWHERE, "1")
     fleet_snapshot(fleet, [good], parsed=parsed)
     objs = [good, written("w", spec, "2")]
@@ -451,3 +451,73 @@ def test_kept_workloads_fail_with_the_full_reads_error_and_recover(spec: dict[st
     assert str(full.value).startswith("FleetWorkload fleet/w: spec")
     fixed, _ = fleet_snapshot(fleet, [good, written("w", EVERYWHERE, "3")], parsed=parsed)
     assert [w.name for w in fixed.workloads] == ["ok", "w"]
+
+
+class _Versions:
+    """Stamps objects with a new resourceVersion, as every write gets one."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __call__(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.last += 1
+        obj["metadata"]["resourceVersion"] = str(self.last)
+        return obj
+
+
+def test_kept_clusters_give_the_full_reads_fleet_and_only_changed_ones_are_built_again() -> None:
+    v = _Versions()
+    state: dict[str, dict[str, Any]] = {
+        "a": v(cluster("a", version="v1.34.0", workers=[{"name": "md-0"}])),
+        "kcp-a": v(kcp("a", "v1.33.0")),
+        "md-a": v(md("a-md-0", "a", "v1.33.0", topology_name="md-0")),
+        "b": v(cluster("b", version=None)),
+        "kcp-b": v(kcp("b", "v1.32.4")),
+        "c": v(cluster("c", labels={"tier": "gold"})),
+        "kcp-c": v(kcp("c")),
+    }
+    parsed = ParsedFleet()
+    previous: dict[str, Any] = {}
+
+    def fleet_objects() -> FleetObjects:
+        return FleetObjects(
+            classes=[cclass("cc", ["v1.33.0", "v1.34.0"])],
+            clusters=[o for k, o in state.items() if k in "abc"],
+            control_planes=[o for k, o in state.items() if k.startswith("kcp-")],
+            machine_deployments=[o for k, o in state.items() if k.startswith("md-")],
+        )
+
+    def read(changed: set[str]) -> FleetMap:
+        objects = fleet_objects()
+        fleet = map_clusters(objects, parsed)
+        assert fleet == map_clusters(objects)
+        snapshot, checked = fleet_snapshot(fleet, [], parsed=parsed)
+        assert (snapshot, checked) == fleet_snapshot(map_clusters(objects), [])
+        entries = {c.name: c.entry for c in fleet.clusters}
+        for name, entry in entries.items():
+            if name in previous and name not in changed:
+                assert entry is previous[name], name  # kept, not built again
+        previous.clear()
+        previous.update(entries)
+        return checked
+
+    read(set())
+    state["kcp-b"] = v(kcp("b", "v1.33.0"))  # b's control plane upgraded
+    read({"b"})
+    state["md-a"] = v(md("a-md-0", "a", "v1.33.0", replicas=3, topology_name="md-0"))
+    read({"a"})
+    state["kcp-c"] = v(kcp("c", replicas="x"))  # type: ignore[arg-type]
+    assert "replicas" in read({"c"}).skipped["c"]  # malformed: skipped, as a full read does
+    state["kcp-c"] = v(kcp("c", replicas=0))
+    assert "replicas" in read({"c"}).skipped["c"]  # breaks a snapshot rule: left out, named
+    del state["c"], state["kcp-c"]
+    assert [c.name for c in read(set()).clusters] == ["a", "b"]
+    unversioned = cluster("b", version=None, labels={"tier": "silver"})
+    state["b"] = unversioned  # without a resourceVersion: never reused
+    read({"b"})
+    unversioned["metadata"]["labels"] = {"tier": "bronze"}
+    read({"b"})
+    # A fleet mapped without the kept entries: each entry that is not the kept one is parsed.
+    state["kcp-a"] = v(kcp("a", "v1.34.0", replicas=3))
+    fresh = map_clusters(fleet_objects())
+    assert fleet_snapshot(fresh, [], parsed=parsed) == fleet_snapshot(fresh, [])
