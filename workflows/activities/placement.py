@@ -55,10 +55,15 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
     ``tolerationSeconds`` are always included: workflow time alone can evict them. Everything
     else keeps its decision: its clusters did not change.
 
-    While the cluster is gated (the upgrading taint, NoSchedule) that leaves the workloads it
-    hosts, those that tolerate the gate, and those ``_gate_may_move`` names; the placement after
-    the gate comes off places them all again. At 300 clusters this spares two of a one-step
-    cluster's three placements nearly all of the fleet's workloads (docs/benchmarks.md).
+    Of those it could host, only the ones whose decision the cluster can still shape are placed
+    (``_gate_may_move``), and, while the cluster is gated (the upgrading taint, NoSchedule), those
+    that tolerate the gate. The rest were placed while the cluster was open to them and did not
+    take it, and stable placement keeps what they have: whether the cluster is open or closed to
+    new work does not change their decision (tests/workflows/activities/test_gated_placement.py
+    places generated fleets both ways). That holds for the placement after the gate comes off
+    too: opening the cluster pulls back no replica that moved away. At 300 clusters this spares
+    each of a one-step cluster's three placements nearly all of the fleet's workloads
+    (docs/benchmarks.md).
     """
     gates = tuple(t for t in cluster.taints if blocks_scheduling(t))
     chosen: list[Workload] = []
@@ -70,7 +75,10 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
             or any(t.toleration_seconds is not None for t in policy.tolerations)
             or (
                 (not policy.affinities or any(a.matches(cluster) for a in policy.affinities))
-                and (not gates or _gate_may_move(w) or not untolerated(gates, policy.tolerations))
+                and (
+                    _gate_may_move(w)
+                    or (bool(gates) and not untolerated(gates, policy.tolerations))
+                )
             )
         ):
             chosen.append(w)
@@ -78,11 +86,12 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
 
 
 def _gate_may_move(workload: Workload) -> bool:
-    """Whether a gated cluster the workload does not use can still change its decision.
+    """Whether gating or opening a cluster the workload does not use can change its decision.
 
     Not for a workload whose counts were settled under its policy: its decision was made while
-    the cluster was open to it, and it did not take the cluster. Losing the cluster as an option
-    then moves nothing: ``maxClusters`` keeps its best, and each division keeps its counts
+    the cluster was open to it, and it did not take the cluster (or while it was gated, and
+    stable placement pulls nothing back when it opens). Losing the cluster as an option then
+    moves nothing: ``maxClusters`` keeps its best, and each division keeps its counts
     (``stable``). Two policies are exceptions, because a cluster they were given without
     replicas still shaped the result: with a ``minReplicas`` weight, the cluster that takes the
     gated one's place among the ``maxClusters`` best gets a floor, and a replica moves there;

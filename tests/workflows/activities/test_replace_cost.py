@@ -1,9 +1,10 @@
 """The ``replace`` activity costs in proportion to the step, and parallel steps never clobber.
 
 Counted with the in-memory fleet, which records every PlacementDecision write: a re-placement
-places only the workloads the cluster hosts or could now host, writes only decisions that
-changed, and a decision computed from a read that another cluster's placement has since
-superseded is re-read and recomputed instead of written (compare-and-swap per workload).
+places only the workloads the cluster hosts or whose decision it can still shape, writes only
+decisions that changed, and a decision computed from a read that another cluster's placement
+has since superseded is re-read and recomputed instead of written (compare-and-swap per
+workload).
 """
 
 from __future__ import annotations
@@ -96,12 +97,13 @@ def test_a_step_places_only_what_it_can_affect_and_writes_only_changes() -> None
     whole_fleet = asyncio.run(_settle(fleet))
     assert whole_fleet == 201  # what every re-placement used to write
 
-    # Nothing changed: the prod workloads are placed again (they could use prod-03), none written.
+    # Nothing changed: the 20 workloads prod-02 hosts are placed again, none written. The other
+    # prod workloads could use prod-02 but settled elsewhere while it was open: they keep theirs.
     snapshot = asyncio.run(fleet.inventory()).snapshot
-    prod = snapshot.cluster("prod-03")
-    assert len(affected_workloads(snapshot, prod)) == 101  # the prod half, not the dev half
-    result = asyncio.run(_replace(fleet, "prod-03"))
-    assert (result.affected, result.written, result.conflicts) == (101, 0, 0)
+    prod = snapshot.cluster("prod-02")
+    assert len(affected_workloads(snapshot, prod)) == 20
+    result = asyncio.run(_replace(fleet, "prod-02"))
+    assert (result.affected, result.written, result.conflicts) == (20, 0, 0)
     assert fleet.placement_writes == []
 
     # A step that breaks one hosted workload: exactly that workload is rewritten.
@@ -113,7 +115,11 @@ def test_a_step_places_only_what_it_can_affect_and_writes_only_changes() -> None
 
 
 def test_parallel_steps_do_not_overwrite_each_others_decisions() -> None:
-    fleet = _fleet()
+    # flow-tuner runs on prod-00 and prod-05: both clusters' placements decide it.
+    workloads = [w for w in _workloads() if w["name"] != "flow-tuner"]
+    tuner = _workload("flow-tuner", "prod", "prod-00", (FLOW,))
+    tuner["placement"].update(clusters=["prod-00", "prod-05"], maxClusters=2)
+    fleet = in_memory(*_clusters(), workloads=(*workloads, tuner))
     asyncio.run(_settle(fleet))
     moved_by_a: list[Any] = []
 
@@ -125,7 +131,7 @@ def test_parallel_steps_do_not_overwrite_each_others_decisions() -> None:
     async def scenario() -> Any:
         fleet.before_write = prod_00_moves_flow_tuner_meanwhile
         # prod-05's placement read the fleet while flow-tuner still ran on prod-00, so its
-        # decision for flow-tuner (stay on prod-00) is stale by the time it writes.
+        # decision for flow-tuner (stay on prod-00 and prod-05) is stale by the time it writes.
         return await _replace(fleet, "prod-05")
 
     result = asyncio.run(scenario())
