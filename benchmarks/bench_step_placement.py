@@ -10,7 +10,8 @@ every workload written back as its counts, ``testkit.settle``).
 Then one cluster of the middle of the fleet is upgraded by one step, as ``ClusterUpgrade`` does
 it, and each of its three re-placements is timed as the ``replace`` activity computes it
 (``affected_workloads``, then ``place`` of those): gated and placed as at the next version, gated
-after the step, and with the gate off. Printed as markdown: per fleet size, the workloads the
+after the step, and with the gate off. (The fleet read before each is timed apart, by
+``bench_inventory_read``.) Printed as markdown: per fleet size, the workloads the
 three placements placed and the median CPU milliseconds (``time.process_time``) of the three
 together, with the min-max spread over ``--repeats``. A flat per-step cost is what the
 calibration's CPU per cluster-step needs (docs/benchmarks.md).
