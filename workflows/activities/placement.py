@@ -67,18 +67,24 @@ def affected_workloads(snapshot: FleetSnapshot, cluster: Cluster) -> tuple[Workl
     """
     gates = tuple(t for t in cluster.taints if blocks_scheduling(t))
     chosen: list[Workload] = []
+    # The cheap tests first: this runs over every workload of the fleet on every step, and
+    # most are settled elsewhere, which the policy alone tells, before any affinity is matched.
     for w in snapshot.workloads:
         policy = w.placement
+        hosted = cluster.name in policy.clusters
+        # A time-bounded NoExecute toleration can run out between any two runs.
+        timed = policy.tolerations and any(
+            t.toleration_seconds is not None for t in policy.tolerations
+        )
         if (
-            cluster.name in policy.clusters
-            # A time-bounded NoExecute toleration can run out between any two runs.
-            or any(t.toleration_seconds is not None for t in policy.tolerations)
+            hosted
+            or timed
             or (
-                (not policy.affinities or any(a.matches(cluster) for a in policy.affinities))
-                and (
+                (
                     _gate_may_move(w)
-                    or (bool(gates) and not untolerated(gates, policy.tolerations))
+                    or (gates and policy.tolerations and not untolerated(gates, policy.tolerations))
                 )
+                and (not policy.affinities or any(a.matches(cluster) for a in policy.affinities))
             )
         ):
             chosen.append(w)
