@@ -64,7 +64,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kubernetes import watch as kube_watch_module
@@ -630,6 +630,7 @@ class FleetCache:
         self,
         versions: Mapping[tuple[str, str], str],
         *,
+        keys: Collection[str] | None = None,
         sync_timeout: float = SYNC_TIMEOUT,
         fresh_timeout: float = SYNC_TIMEOUT,
     ) -> dict[tuple[str, str], list[Obj]]:
@@ -641,8 +642,18 @@ class FleetCache:
         a store that is behind asks the server for a bookmark (``WatchCache.wait_for(ask=True)``)
         rather than wait for its kind's next change. ``CacheNotSynced`` as ``objects`` says: the
         caller LISTs.
+
+        ``keys`` (``namespace/name``): only those objects of each kind, looked up one by one
+        (an indexer's get by key), so the read costs what the caller asks for, not the fleet.
+        Each is at least as new as those versions; they are not one instant of the store.
         """
         fresh: dict[Hashable, str] = dict(versions)
+        if keys is not None:
+            self._wait(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
+            return {
+                kind: [o for k in keys if (o := self.cache.get(kind, k)) is not None]
+                for kind in versions
+            }
         kinds = self._read(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
         return {kind: kinds[kind] for kind in versions}
 
@@ -656,6 +667,19 @@ class FleetCache:
         ask: bool,
     ) -> dict[Hashable, list[Obj]]:
         """``kinds``' objects at one instant, once synced, not lagging and at ``fresh``."""
+        self._wait(kinds, fresh, sync_timeout, fresh_timeout, ask=ask)
+        return self.cache.snapshot(kinds)
+
+    def _wait(
+        self,
+        kinds: Sequence[Hashable],
+        fresh: Mapping[Hashable, str],
+        sync_timeout: float,
+        fresh_timeout: float,
+        *,
+        ask: bool,
+    ) -> None:
+        """Until ``kinds`` are synced, not lagging and at ``fresh`` (``CacheNotSynced``)."""
         self.cache.wait_synced(sync_timeout, kinds)
         behind = [k for k in self.cache.lagging() if k in kinds]
         if behind:
@@ -663,4 +687,3 @@ class FleetCache:
             raise CacheNotSynced(f"fleet-cache: the watch of {named} keeps failing")
         if fresh:
             self.cache.wait_for(fresh, fresh_timeout, ask=ask)
-        return self.cache.snapshot(kinds)

@@ -435,9 +435,10 @@ def _mirror(
 
 
 PlacementObjects = tuple[list[dict[str, Any]], list[dict[str, Any]]]
-"""Every FleetWorkload and every PlacementDecision in the writer's scope, as stored."""
-PlacementSource = Callable[[], PlacementObjects]
-"""Where ``PlacementWriter`` reads what it compares with: called once, when there is a decision."""
+"""The FleetWorkloads and PlacementDecisions (of the writer's workloads, or more), as stored."""
+PlacementSource = Callable[[Sequence[str]], PlacementObjects]
+"""Where ``PlacementWriter`` reads what it compares with: called once, when there is a decision,
+with the ``namespace/name`` of the workloads to write (a source may return others too)."""
 
 
 def placement_listing(dyn: Any, namespace: str | None = None) -> PlacementSource:
@@ -447,7 +448,7 @@ def placement_listing(dyn: Any, namespace: str | None = None) -> PlacementSource
     collections' current versions in time.
     """
 
-    def listed() -> PlacementObjects:
+    def listed(_: Sequence[str] = ()) -> PlacementObjects:
         owners = list_fleet_workloads(dyn, namespace)
         return owners, _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
 
@@ -493,11 +494,12 @@ class PlacementWriter:
         self._existing: dict[str, Mapping[str, Any]] = {}
         if not decisions:
             return
-        owners, existing = (source or placement_listing(dyn, namespace))()
+        wanted = sorted({d.workload for d in decisions})
+        owners, existing = (source or placement_listing(dyn, namespace))(wanted)
         self._owners = {
             f"{object_meta(o)['namespace']}/{object_meta(o)['name']}": o for o in owners
         }
-        missing = sorted({d.workload for d in decisions} - set(self._owners))
+        missing = [w for w in wanted if w not in self._owners]
         if missing:
             raise WorkloadMissingError(f"no FleetWorkload {', '.join(missing)}")
         # Ours carry the workload label (a cache holds every PlacementDecision in scope; the

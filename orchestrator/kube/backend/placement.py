@@ -66,11 +66,12 @@ log = logging.getLogger(__name__)
 class PlacementWrites(KubeAccess):
     """``FleetBackend.write_placement``: the decisions that changed, compare-and-swap."""
 
-    def _placement_objects(self) -> fleetapi.PlacementObjects:
-        """The stored FleetWorkloads and PlacementDecisions, as new as now (module docstring).
+    def _placement_objects(self, keys: Sequence[str]) -> fleetapi.PlacementObjects:
+        """The stored FleetWorkloads and PlacementDecisions of ``keys``, as new as now.
 
         From the cache once each of its two stores has reached its collection's current
-        resourceVersion (two ``limit=1`` probes), else two fresh LISTs.
+        resourceVersion (two ``limit=1`` probes), looked up by key: a round that writes the
+        decisions of a few workloads reads those, not the fleet's. Else two fresh LISTs.
         """
         assert self._cache is not None
         self._cache.start()  # idempotent, as the inventory's first read
@@ -80,11 +81,14 @@ class PlacementWrites(KubeAccess):
         }
         try:
             read = self._cache.current(
-                versions, sync_timeout=SYNC_TIMEOUT, fresh_timeout=inventory.FRESH_TIMEOUT
+                versions,
+                keys=keys,
+                sync_timeout=SYNC_TIMEOUT,
+                fresh_timeout=inventory.FRESH_TIMEOUT,
             )
         except CacheNotSynced as err:
             log.warning("%s: the placement writer LISTs instead", err)
-            return fleetapi.placement_listing(self._dyn, self._namespace)()
+            return fleetapi.placement_listing(self._dyn, self._namespace)(keys)
         return read[fleetapi.FLEET_WORKLOAD], read[fleetapi.PLACEMENT_DECISION]
 
     def _placement_writer(

@@ -509,6 +509,23 @@ def test_a_kind_a_reader_does_not_read_never_holds_it_up() -> None:
         source.closed.set()
 
 
+def test_the_writer_reads_only_the_objects_it_asks_for() -> None:
+    """``current(keys=...)``: each asked object as new as the versions, none of the others."""
+    dyn = fleet(1)
+    cache, source = fleet_cache(dyn)
+    cache.start()
+    try:
+        cache.objects(sync_timeout=WAIT)
+        now = {k: cache.cache.version(k) for k in kcache.PLACEMENT_KINDS}
+        read = cache.current(now, keys=[f"{NS}/w2", f"{NS}/w0", f"{NS}/gone"], sync_timeout=WAIT)
+        names = [o["metadata"]["name"] for o in read[fleetapi.FLEET_WORKLOAD]]
+        assert names == ["w2", "w0"]  # in the order asked; one that is not stored is left out
+        assert read[fleetapi.PLACEMENT_DECISION] == []
+    finally:
+        cache.stop()
+        source.closed.set()
+
+
 def test_the_backend_reads_its_own_version_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A taint (a Cluster patch) is seen by the next inventory read: it waits for the watch."""
     monkeypatch.setattr(backend_inventory, "FRESH_TIMEOUT", 5.0)
