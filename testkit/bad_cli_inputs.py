@@ -417,6 +417,8 @@ USAGE: list[tuple[str, list[str]]] = [
     ("output-xml", ["drift", "-s", SNAPSHOT, "-o", "xml"]),
     ("snapshot-output-table", ["snapshot", "-o", "table"]),
     ("missing-target", ["plan", "-s", SNAPSHOT]),
+    ("worker-placement-rounds-0", ["worker", "--placement-rounds", "0"]),
+    ("worker-placement-rounds-17", ["worker", "--placement-rounds", "17"]),
 ]
 
 

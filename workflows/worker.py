@@ -58,13 +58,15 @@ async def run_worker(
     *,
     task_queue: str = task_queues.CALIBRATION,
     health: socket.socket | None = None,
+    placement_rounds: int = PLACEMENT_ROUNDS_AT_ONCE,
 ) -> None:
     """Run until cancelled (Ctrl-C in ``calibrator worker``); shuts down gracefully.
 
     ``health`` is a bound socket (``workflows.health.bind``) to answer ``/livez`` and
     ``/readyz`` on for as long as the worker runs; it closes with the worker.
+    ``placement_rounds`` as ``build_worker`` takes it.
     """
-    worker = build_worker(client, backend, task_queue=task_queue)
+    worker = build_worker(client, backend, task_queue=task_queue, placement_rounds=placement_rounds)
     if health is None:
         await worker.run()
         return

@@ -213,6 +213,16 @@ def register(app: typer.Typer) -> None:
         temporal: ConnectionFlags = FROM_ENVIRONMENT,
         metrics_address: MetricsAddressOpt = None,
         health_address: HealthAddressOpt = None,
+        placement_rounds: Annotated[
+            int | None,
+            typer.Option(
+                "--placement-rounds",
+                min=1,
+                max=16,
+                help="Re-placement rounds (read, place, write) this worker runs at once, 1 to "
+                "16 (default: 1; docs/observability.md, calibrator_placement_phase_seconds).",
+            ),
+        ] = None,
     ) -> None:
         """Run the calibration worker against a management cluster (Ctrl-C stops it).
 
@@ -258,7 +268,12 @@ def register(app: typer.Typer) -> None:
                     f"plans in namespace {plans}; {telemetry.describe()}; "
                     f"health: {_health_url(health)}; Ctrl-C to stop"
                 )
-                await run_worker(client, backend, health=health)
+                if placement_rounds is None:
+                    await run_worker(client, backend, health=health)
+                else:
+                    await run_worker(
+                        client, backend, health=health, placement_rounds=placement_rounds
+                    )
 
             with contextlib.suppress(KeyboardInterrupt):
                 _run(main())

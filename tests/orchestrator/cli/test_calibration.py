@@ -275,3 +275,11 @@ def test_on_a_terminal_the_progress_is_a_live_table_not_lines(
     assert "\x1b[" in text  # cursor movement: redrawn in place
     assert "cal-1 -> v1.35.0: Completed" in text
     assert "cal-1 a: Succeeded" not in text  # none of the plain lines
+
+
+def test_worker_help_gives_the_workers_own_placement_rounds_default() -> None:
+    from workflows.activities.placement import PLACEMENT_ROUNDS_AT_ONCE
+
+    result = runner.invoke(app, ["worker", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    assert f"(default: {PLACEMENT_ROUNDS_AT_ONCE};" in result.stdout
