@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
                 min=1,
                 max=16,
                 help="Re-placement rounds (read, place, write) this worker runs at once, 1 to "
-                "16 (default: 1; docs/observability.md, calibrator_placement_phase_seconds).",
+                "16 (default: 4; docs/observability.md, calibrator_placement_phase_seconds).",
             ),
         ] = None,
     ) -> None:
