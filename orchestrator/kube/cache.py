@@ -617,7 +617,8 @@ class FleetCache:
         ``CacheNotSynced`` past ``sync_timeout`` s (then ``fresh_timeout`` s), or at once while a
         kind is ``lagging``: the caller LISTs.
         """
-        kinds = self._read(FLEET_KINDS, fresh or {}, sync_timeout, fresh_timeout, ask=False)
+        self._wait(FLEET_KINDS, fresh or {}, sync_timeout, fresh_timeout, ask=False)
+        kinds = self.cache.snapshot(FLEET_KINDS)
         classes, clusters, control_planes, machine_deployments, workloads = (
             kinds[k] for k in FLEET_KINDS
         )
@@ -648,27 +649,14 @@ class FleetCache:
         Each is at least as new as those versions; they are not one instant of the store.
         """
         fresh: dict[Hashable, str] = dict(versions)
+        self._wait(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
         if keys is not None:
-            self._wait(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
             return {
                 kind: [o for k in keys if (o := self.cache.get(kind, k)) is not None]
                 for kind in versions
             }
-        kinds = self._read(tuple(fresh), fresh, sync_timeout, fresh_timeout, ask=True)
+        kinds = self.cache.snapshot(tuple(fresh))
         return {kind: kinds[kind] for kind in versions}
-
-    def _read(
-        self,
-        kinds: Sequence[Hashable],
-        fresh: Mapping[Hashable, str],
-        sync_timeout: float,
-        fresh_timeout: float,
-        *,
-        ask: bool,
-    ) -> dict[Hashable, list[Obj]]:
-        """``kinds``' objects at one instant, once synced, not lagging and at ``fresh``."""
-        self._wait(kinds, fresh, sync_timeout, fresh_timeout, ask=ask)
-        return self.cache.snapshot(kinds)
 
     def _wait(
         self,
@@ -679,7 +667,10 @@ class FleetCache:
         *,
         ask: bool,
     ) -> None:
-        """Until ``kinds`` are synced, not lagging and at ``fresh`` (``CacheNotSynced``)."""
+        """Until ``kinds`` are synced, not lagging and at ``fresh`` (else ``CacheNotSynced``).
+
+        What follows reads from memory, so a reader gets objects at least that new.
+        """
         self.cache.wait_synced(sync_timeout, kinds)
         behind = [k for k in self.cache.lagging() if k in kinds]
         if behind:

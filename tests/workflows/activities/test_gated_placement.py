@@ -37,24 +37,32 @@ def _takes(cluster: Cluster, snapshot: FleetSnapshot) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("seed", [1, 4, 5])
-def test_what_a_gated_step_leaves_out_decides_the_same_with_the_cluster_open(seed: int) -> None:
+def _left_out_decide_the_same(seed: int, closing: Taint, *, rule_closed: bool) -> int:
+    """Per fifth cluster: what ``affected_workloads`` leaves out (the cluster closed by
+    ``closing`` when ``rule_closed``, else open) decides the same closed and open; how many."""
     fleet = settled(generate_fleet(80, 800, seed=seed))
     left_out = 0
     for cluster in fleet.clusters[::5]:
         opened = dataclasses.replace(
             cluster, taints=tuple(t for t in cluster.taints if t.key != UPGRADING_TAINT_KEY)
         )
-        gated = dataclasses.replace(opened, taints=with_taint(opened.taints, GATE))
+        closed = dataclasses.replace(opened, taints=with_taint(opened.taints, closing))
         open_fleet = replace_cluster(fleet, [opened])
-        gated_fleet = replace_cluster(fleet, [gated])
-        placed = {w.key for w in affected_workloads(gated_fleet, gated)}
+        closed_fleet = replace_cluster(fleet, [closed])
+        ruled = (closed_fleet, closed) if rule_closed else (open_fleet, opened)
+        placed = {w.key for w in affected_workloads(*ruled)}
         skipped = _takes(opened, fleet) - placed
         left_out += len(skipped)
-        with_gate, without = place(gated_fleet), place(open_fleet)
+        with_closed, without = place(closed_fleet), place(open_fleet)
         for key in sorted(skipped):
-            a, b = with_gate.decision(key), without.decision(key)
+            a, b = with_closed.decision(key), without.decision(key)
             assert a.unschedulable or a.replicas == b.replicas, (cluster.name, key, a, b)
+    return left_out
+
+
+@pytest.mark.parametrize("seed", [1, 4, 5])
+def test_what_a_gated_step_leaves_out_decides_the_same_with_the_cluster_open(seed: int) -> None:
+    left_out = _left_out_decide_the_same(seed, GATE, rule_closed=True)
     assert left_out > 1_500, left_out  # the rule spares most of what the affinity takes
 
 
@@ -71,19 +79,4 @@ def test_what_an_open_clusters_placement_leaves_out_decides_the_same_with_it_clo
     tolerates), each workload left out decides the same: opening the cluster changes nothing
     for it.
     """
-    fleet = settled(generate_fleet(80, 800, seed=seed))
-    left_out = 0
-    for cluster in fleet.clusters[::5]:
-        opened = dataclasses.replace(
-            cluster, taints=tuple(t for t in cluster.taints if t.key != UPGRADING_TAINT_KEY)
-        )
-        closed = dataclasses.replace(opened, taints=with_taint(opened.taints, CLOSED))
-        open_fleet = replace_cluster(fleet, [opened])
-        placed = {w.key for w in affected_workloads(open_fleet, opened)}
-        skipped = _takes(opened, fleet) - placed
-        left_out += len(skipped)
-        with_closed, without = place(replace_cluster(fleet, [closed])), place(open_fleet)
-        for key in sorted(skipped):
-            a, b = with_closed.decision(key), without.decision(key)
-            assert a.unschedulable or a.replicas == b.replicas, (cluster.name, key, a, b)
-    assert left_out > 1_500, left_out
+    assert _left_out_decide_the_same(seed, CLOSED, rule_closed=False) > 1_500
