@@ -26,6 +26,7 @@ from orchestrator.placement import place
 from workflows import metrics
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import PLACEMENT_CONFLICT, invalid_input
+from workflows.activities.heartbeat import heartbeating
 from workflows.model import PlacementProgress, ReplaceInput, ReplaceResult
 
 # Read-place-write rounds of one ``replace`` before it fails (and Temporal retries it).
@@ -137,40 +138,6 @@ Beat = Callable[[PlacementProgress], None]
 Timed = Callable[[str], contextlib.AbstractAsyncContextManager[None]]
 
 
-@contextlib.asynccontextmanager
-async def _heartbeating(first: PlacementProgress) -> AsyncIterator[Beat]:
-    """Heartbeat progress as it comes, and the latest again every third of the heartbeat timeout.
-
-    Some backend calls report no progress of their own: one LIST of thousands of FleetWorkloads
-    on a worker running 20 re-placements at once outlasted a 30-s heartbeat timeout (the
-    100-cluster benchmark with 1,000 workloads, 2026-12-03). The ticker shows the worker alive
-    and stops with it, so a dead worker is still noticed; each request has its own timeout
-    (``client.harden``) and ``placement_seconds`` bounds the attempt. Without a heartbeat
-    timeout (tests, ``ActivityEnvironment``) nothing ticks.
-    """
-    timeout = activity.info().heartbeat_timeout
-    latest = [first]
-
-    def beat(details: PlacementProgress) -> None:
-        latest[0] = details
-        activity.heartbeat(details)
-
-    async def tick(interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat(latest[0])
-
-    ticker = asyncio.ensure_future(tick(timeout.total_seconds() / 3)) if timeout else None
-    beat(first)
-    try:
-        yield beat
-    finally:
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-
-
 class PlacementActivities(ActivitiesBase):
     """Re-place the fleet's workloads around a cluster that is about to change or just did."""
 
@@ -240,7 +207,7 @@ class PlacementActivities(ActivitiesBase):
                 recorder.phase(phase, time.monotonic() - start)
 
         try:
-            async with _heartbeating(PlacementProgress(0, 0, "reading the fleet")) as beat:
+            async with heartbeating(PlacementProgress(0, 0, "reading the fleet")) as beat:
                 result = await self._replace_rounds(input, beat, timed)
             blocked = bool(result.stranded and input.upcoming_version)
             outcome = metrics.BLOCKED if blocked else metrics.PLACED

@@ -13,6 +13,7 @@ from orchestrator.domain.versions import KubeVersion, VersionError
 from orchestrator.kube.backend.port import ComponentObservation
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import NOT_FOUND, ROLLOUT_FAILED, VERSION_CONFLICT, invalid_input
+from workflows.activities.heartbeat import heartbeating
 from workflows.activities.usage_gate import control_plane_gate, drain_gate
 from workflows.model import (
     PatchControlPlaneInput,
@@ -132,16 +133,20 @@ class RolloutActivities(ActivitiesBase):
 
     @activity.defn(name="wait_control_plane")
     async def wait_control_plane(self, input: WaitControlPlaneInput) -> WaitResult:
-        """Poll until the control plane rolled out the version, heartbeating on every poll."""
+        """Poll until the control plane rolled out the version, heartbeating (``heartbeating``).
+
+        On every poll, and while a poll waits on the API server.
+        """
         polls = 0
-        while True:
-            obs = await self._observe(input.cluster)
-            polls += 1
-            done, message = _component_done(obs.control_plane, input.version, "control plane")
-            activity.heartbeat(WaitProgress(polls, message))
-            if done:
-                return WaitResult(polls, message)
-            await asyncio.sleep(input.poll_seconds)
+        async with heartbeating(WaitProgress(0, "observing the control plane")) as beat:
+            while True:
+                obs = await self._observe(input.cluster)
+                polls += 1
+                done, message = _component_done(obs.control_plane, input.version, "control plane")
+                beat(WaitProgress(polls, message))
+                if done:
+                    return WaitResult(polls, message)
+                await asyncio.sleep(input.poll_seconds)
 
     @activity.defn(name="patch_workers")
     async def patch_workers(self, input: PatchWorkersInput) -> PatchResult:
@@ -188,29 +193,32 @@ class RolloutActivities(ActivitiesBase):
 
     @activity.defn(name="wait_workers")
     async def wait_workers(self, input: WaitWorkersInput) -> WaitResult:
-        """Poll until every pool rolled out the version, heartbeating on every poll."""
+        """Poll until every pool rolled out the version, heartbeating as ``wait_control_plane``."""
         polls = 0
-        while True:
-            obs = await self._observe(input.cluster)
-            polls += 1
-            messages: list[str] = []
-            done = True
-            for name in input.pools:
-                pool = obs.pool(name)
-                if pool is None:
-                    raise ApplicationError(
-                        f"MachineDeployment {name} not found", type=NOT_FOUND, non_retryable=True
+        async with heartbeating(WaitProgress(0, "observing the pools")) as beat:
+            while True:
+                obs = await self._observe(input.cluster)
+                polls += 1
+                messages: list[str] = []
+                done = True
+                for name in input.pools:
+                    pool = obs.pool(name)
+                    if pool is None:
+                        raise ApplicationError(
+                            f"MachineDeployment {name} not found",
+                            type=NOT_FOUND,
+                            non_retryable=True,
+                        )
+                    pool_done, message = _component_done(
+                        pool, input.version, f"MachineDeployment {name}"
                     )
-                pool_done, message = _component_done(
-                    pool, input.version, f"MachineDeployment {name}"
-                )
-                done = done and pool_done
-                messages.append(message)
-            text = "; ".join(messages)
-            activity.heartbeat(WaitProgress(polls, text))
-            if done:
-                return WaitResult(polls, text)
-            await asyncio.sleep(input.poll_seconds)
+                    done = done and pool_done
+                    messages.append(message)
+                text = "; ".join(messages)
+                beat(WaitProgress(polls, text))
+                if done:
+                    return WaitResult(polls, text)
+                await asyncio.sleep(input.poll_seconds)
 
     @activity.defn(name="verify")
     async def verify(self, input: VerifyInput) -> VerifyResult:

@@ -85,8 +85,10 @@ def test_wait_heartbeats_every_poll() -> None:
     result = run(
         env.run(a.wait_control_plane, WaitControlPlaneInput("s", REF, "v1.33.5", poll_seconds=0))
     )
-    assert result.polls == len(beats) >= 2
-    assert "rolled out" in result.message and "rolling out" in beats[0].message
+    # The first beat says it is observing (before the first answer), then one per poll.
+    assert beats[0] == WaitProgress(0, "observing the control plane")
+    assert result.polls == len(beats) - 1 >= 2
+    assert "rolled out" in result.message and "rolling out" in beats[1].message
 
 
 def test_unknown_cluster_is_not_retryable() -> None:
@@ -306,3 +308,33 @@ def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
     env.on_heartbeat = heard
     run(env.run(acts(fleet).replace, ReplaceInput("c", REF, "a: first")))
     assert [b.message for b in beats[:3]] == ["reading the fleet"] * 3
+
+
+def test_a_wait_keeps_heartbeating_through_a_slow_observation() -> None:
+    # At 300 clusters a poll's LIST of Machines outlasted the heartbeat timeout on a busy API
+    # server, and every attempt of 40 clusters' waits was cancelled. The wait repeats its latest
+    # heartbeat while a poll is in flight (no clock involved in the check, as above).
+    fleet = in_memory(cluster("a", "v1.31.13"))
+    repeated = asyncio.Event()
+    beats: list[Any] = []
+
+    def heard(*details: Any) -> None:
+        beats.append(details[0])
+        if len(beats) >= 3:
+            repeated.set()
+
+    observe = fleet.observe
+
+    async def slow_observe(ref: Any) -> Any:
+        await asyncio.wait_for(repeated.wait(), 30)
+        return await observe(ref)
+
+    fleet.observe = slow_observe  # type: ignore[method-assign,assignment]
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(milliseconds=30))
+    env.on_heartbeat = heard
+    wait = WaitControlPlaneInput("s1", REF, "v1.31.13", poll_seconds=0)
+    result = run(env.run(acts(fleet).wait_control_plane, wait))
+    assert result.polls == 1
+    assert [b.message for b in beats[:3]] == ["observing the control plane"] * 3
+    assert all(isinstance(b, WaitProgress) for b in beats)
