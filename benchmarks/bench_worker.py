@@ -163,7 +163,8 @@ async def worker_main(argv: list[str]) -> None:
     backend = KubeFleetBackend(api, args.namespace, cache=args.cache)
     try:
         backend.start()  # as ``calibrator worker``: the cache LISTs and watches from now on
-        temporal = await Client.connect(args.address, runtime=runtime_for(args.metrics))
+        runtime = None if args.metrics is None else runtime_for(args.metrics)
+        temporal = await Client.connect(args.address, runtime=runtime)
         if args.counts is not None:
             # The start, reported apart: the cache's sync (or one LIST of each kind without it).
             await backend.inventory()

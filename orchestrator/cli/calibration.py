@@ -231,6 +231,7 @@ def register(app: typer.Typer) -> None:
         """
         from orchestrator.kube.backend.fleet import KubeFleetBackend
         from orchestrator.kube.backend.port import NotFoundError
+        from workflows.activities.placement import PLACEMENT_ROUNDS_AT_ONCE
         from workflows.worker import run_worker
 
         connection = resolve(temporal)  # bad connection settings fail before anything starts
@@ -268,12 +269,8 @@ def register(app: typer.Typer) -> None:
                     f"plans in namespace {plans}; {telemetry.describe()}; "
                     f"health: {_health_url(health)}; Ctrl-C to stop"
                 )
-                if placement_rounds is None:
-                    await run_worker(client, backend, health=health)
-                else:
-                    await run_worker(
-                        client, backend, health=health, placement_rounds=placement_rounds
-                    )
+                rounds = PLACEMENT_ROUNDS_AT_ONCE if placement_rounds is None else placement_rounds
+                await run_worker(client, backend, health=health, placement_rounds=rounds)
 
             with contextlib.suppress(KeyboardInterrupt):
                 _run(main())

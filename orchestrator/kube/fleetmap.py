@@ -383,11 +383,12 @@ class ParsedFleet:
     ) -> dict[str, Any]:
         """``cluster_entry`` of these objects, the kept one while none of them changed."""
         objs = (cluster, kcp, *mds)
-        versions = frozenset(f"{o.get('kind')}/{_version_of(o)}" for o in objs)
+        each = [(o.get("kind"), _version_of(o)) for o in objs]
+        versions = frozenset(f"{kind}/{version}" for kind, version in each)
         k = key(cluster)
         with self._lock:
             found = self._entries.get(k)
-        if found is not None and found[0] == versions and all(_version_of(o) for o in objs):
+        if found is not None and found[0] == versions and all(v for _, v in each):
             return found[1]
         entry = cluster_entry(cluster, kcp, mds)  # raises on a malformed object: not kept
         with self._lock:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY
 from orchestrator.domain.versions import KubeVersion, VersionError
-from orchestrator.kube.backend.port import ComponentObservation
+from orchestrator.kube.backend.port import ClusterObservation, ClusterRef, ComponentObservation
 from workflows.activities.base import ActivitiesBase
 from workflows.activities.errors import NOT_FOUND, ROLLOUT_FAILED, VERSION_CONFLICT, invalid_input
 from workflows.activities.heartbeat import heartbeating
@@ -131,22 +131,37 @@ class RolloutActivities(ActivitiesBase):
         )
         return PatchResult(applied=("controlPlane",), warnings=warnings)
 
-    @activity.defn(name="wait_control_plane")
-    async def wait_control_plane(self, input: WaitControlPlaneInput) -> WaitResult:
-        """Poll until the control plane rolled out the version, heartbeating (``heartbeating``).
+    async def _poll(
+        self,
+        cluster: ClusterRef,
+        poll_seconds: float,
+        what: str,
+        judge: Callable[[ClusterObservation], tuple[bool, str]],
+    ) -> WaitResult:
+        """Observe ``cluster`` until ``judge`` says done, heartbeating (``heartbeating``).
 
-        On every poll, and while a poll waits on the API server.
+        On every poll's answer, and while a poll waits on the API server.
         """
         polls = 0
-        async with heartbeating(WaitProgress(0, "observing the control plane")) as beat:
+        async with heartbeating(WaitProgress(0, f"observing {what}")) as beat:
             while True:
-                obs = await self._observe(input.cluster)
+                obs = await self._observe(cluster)
                 polls += 1
-                done, message = _component_done(obs.control_plane, input.version, "control plane")
+                done, message = judge(obs)
                 beat(WaitProgress(polls, message))
                 if done:
                     return WaitResult(polls, message)
-                await asyncio.sleep(input.poll_seconds)
+                await asyncio.sleep(poll_seconds)
+
+    @activity.defn(name="wait_control_plane")
+    async def wait_control_plane(self, input: WaitControlPlaneInput) -> WaitResult:
+        """Poll until the control plane rolled out the version (``_poll``)."""
+        return await self._poll(
+            input.cluster,
+            input.poll_seconds,
+            "the control plane",
+            lambda obs: _component_done(obs.control_plane, input.version, "control plane"),
+        )
 
     @activity.defn(name="patch_workers")
     async def patch_workers(self, input: PatchWorkersInput) -> PatchResult:
@@ -193,32 +208,25 @@ class RolloutActivities(ActivitiesBase):
 
     @activity.defn(name="wait_workers")
     async def wait_workers(self, input: WaitWorkersInput) -> WaitResult:
-        """Poll until every pool rolled out the version, heartbeating as ``wait_control_plane``."""
-        polls = 0
-        async with heartbeating(WaitProgress(0, "observing the pools")) as beat:
-            while True:
-                obs = await self._observe(input.cluster)
-                polls += 1
-                messages: list[str] = []
-                done = True
-                for name in input.pools:
-                    pool = obs.pool(name)
-                    if pool is None:
-                        raise ApplicationError(
-                            f"MachineDeployment {name} not found",
-                            type=NOT_FOUND,
-                            non_retryable=True,
-                        )
-                    pool_done, message = _component_done(
-                        pool, input.version, f"MachineDeployment {name}"
+        """Poll until every pool rolled out the version (``_poll``)."""
+
+        def judge(obs: ClusterObservation) -> tuple[bool, str]:
+            done = True
+            messages: list[str] = []
+            for name in input.pools:
+                pool = obs.pool(name)
+                if pool is None:
+                    raise ApplicationError(
+                        f"MachineDeployment {name} not found", type=NOT_FOUND, non_retryable=True
                     )
-                    done = done and pool_done
-                    messages.append(message)
-                text = "; ".join(messages)
-                beat(WaitProgress(polls, text))
-                if done:
-                    return WaitResult(polls, text)
-                await asyncio.sleep(input.poll_seconds)
+                pool_done, message = _component_done(
+                    pool, input.version, f"MachineDeployment {name}"
+                )
+                done = done and pool_done
+                messages.append(message)
+            return done, "; ".join(messages)
+
+        return await self._poll(input.cluster, input.poll_seconds, "the pools", judge)
 
     @activity.defn(name="verify")
     async def verify(self, input: VerifyInput) -> VerifyResult:

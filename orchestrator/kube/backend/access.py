@@ -154,8 +154,8 @@ class KubeAccess:
             else None
         )
         self._fresh: dict[Hashable, str] = {}
-        # The workloads parsed from the cache's objects, kept by resourceVersion: a read parses
-        # only the FleetWorkloads written since the last (``fleetmap.ParsedFleet``).
+        # The clusters and workloads parsed from the cache's objects, kept by resourceVersion:
+        # a read parses only the objects written since the last (``fleetmap.ParsedFleet``).
         self._parsed = ParsedFleet() if self._cache is not None else None
 
     def start(self) -> None:

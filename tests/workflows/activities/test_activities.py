@@ -283,11 +283,9 @@ def test_replace_heartbeats_while_it_writes() -> None:
     assert beats[-1].message == "3/3 decisions written"
 
 
-def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
-    # One LIST of thousands of workloads reports no progress; the activity repeats its latest
-    # heartbeat meanwhile, so the heartbeat timeout only catches a dead worker. The read here
-    # returns only once the activity has heartbeat twice more (no clock involved in the check).
-    fleet = in_memory(cluster("a", "v1.31.13"))
+def _held_until_heartbeat_thrice(fleet: InMemoryFleet, method: str) -> tuple[Any, list[Any]]:
+    """An environment whose activity's ``method`` call on ``fleet`` returns only once the
+    activity has heartbeat three times (a 30-ms heartbeat timeout; no clock in the check)."""
     repeated = asyncio.Event()
     beats: list[Any] = []
 
@@ -296,16 +294,24 @@ def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
         if len(beats) >= 3:
             repeated.set()
 
-    read = fleet.inventory
+    call = getattr(fleet, method)
 
-    async def slow_read(clusters: Any = ()) -> Any:
+    async def held(*args: Any) -> Any:
         await asyncio.wait_for(repeated.wait(), 30)
-        return await read(clusters)
+        return await call(*args)
 
-    fleet.inventory = slow_read  # type: ignore[method-assign]
+    setattr(fleet, method, held)
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(milliseconds=30))
     env.on_heartbeat = heard
+    return env, beats
+
+
+def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
+    # One LIST of thousands of workloads reports no progress; the activity repeats its latest
+    # heartbeat meanwhile, so the heartbeat timeout only catches a dead worker.
+    fleet = in_memory(cluster("a", "v1.31.13"))
+    env, beats = _held_until_heartbeat_thrice(fleet, "inventory")
     run(env.run(acts(fleet).replace, ReplaceInput("c", REF, "a: first")))
     assert [b.message for b in beats[:3]] == ["reading the fleet"] * 3
 
@@ -313,26 +319,9 @@ def test_replace_keeps_heartbeating_through_a_long_fleet_read() -> None:
 def test_a_wait_keeps_heartbeating_through_a_slow_observation() -> None:
     # At 300 clusters a poll's LIST of Machines outlasted the heartbeat timeout on a busy API
     # server, and every attempt of 40 clusters' waits was cancelled. The wait repeats its latest
-    # heartbeat while a poll is in flight (no clock involved in the check, as above).
+    # heartbeat while a poll is in flight.
     fleet = in_memory(cluster("a", "v1.31.13"))
-    repeated = asyncio.Event()
-    beats: list[Any] = []
-
-    def heard(*details: Any) -> None:
-        beats.append(details[0])
-        if len(beats) >= 3:
-            repeated.set()
-
-    observe = fleet.observe
-
-    async def slow_observe(ref: Any) -> Any:
-        await asyncio.wait_for(repeated.wait(), 30)
-        return await observe(ref)
-
-    fleet.observe = slow_observe  # type: ignore[method-assign,assignment]
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(milliseconds=30))
-    env.on_heartbeat = heard
+    env, beats = _held_until_heartbeat_thrice(fleet, "observe")
     wait = WaitControlPlaneInput("s1", REF, "v1.31.13", poll_seconds=0)
     result = run(env.run(acts(fleet).wait_control_plane, wait))
     assert result.polls == 1
