@@ -21,9 +21,11 @@ the stored one is not written; ``placement_writes`` lists every write. Blobs liv
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -47,6 +49,7 @@ from orchestrator.kube.backend.port import (
     PlacementWrite,
     Progress,
     UsageRead,
+    Wakeup,
 )
 
 
@@ -75,6 +78,19 @@ class _Cluster:
     control_plane: _Component
     pools: dict[str, _Component]
     taints: tuple[Taint, ...]
+
+
+class _FakeWakeup:
+    def __init__(self, fleet: InMemoryFleet) -> None:
+        self._fleet = fleet
+
+    async def wait(self, timeout: float) -> bool:
+        if not self._fleet.wake_rollouts:
+            await asyncio.sleep(timeout)
+            return False
+        self._fleet.wakeups += 1
+        await asyncio.sleep(0)
+        return True
 
 
 class InMemoryFleet:
@@ -121,6 +137,10 @@ class InMemoryFleet:
         self.max_upgrading = 0
         self.max_pools_rolling = 0
         self.observations = 0
+        # Rollout waits are woken at once (as the worker's cache wakes them when CAPI's status
+        # says a rollout finished) instead of sleeping out their poll interval; counted.
+        self.wake_rollouts = False
+        self.wakeups = 0
         self.usage_reads: dict[str, list[UsageRead]] = {}
         self.usage_records: dict[str, tuple[ApiUsage, ...]] = {}
         self.usage_looks: Counter[str] = Counter()
@@ -210,6 +230,11 @@ class InMemoryFleet:
         )
         versions = {key: str(v) for key, v in self.workload_versions.items()}
         return Inventory(snapshot, {n: self.namespace for n in names}, workload_versions=versions)
+
+    @asynccontextmanager
+    async def rollout_wakeups(self, cluster: ClusterRef) -> AsyncIterator[Wakeup]:
+        """Wake-ups that come at once with ``wake_rollouts``; else each wait sleeps its timeout."""
+        yield _FakeWakeup(self)
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         """One poll: rollouts advance, then the cluster is reported."""

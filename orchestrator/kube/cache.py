@@ -89,6 +89,8 @@ ListFn = Callable[[Hashable], tuple[list[Obj], str]]
 """kind -> (every object, the list's resourceVersion)."""
 WatchFn = Callable[[Hashable, str, int], Iterable[Event]]
 """(kind, resourceVersion to start from, server-side timeout in seconds) -> events."""
+Match = Callable[[Hashable, Obj], bool]
+"""(kind, object as stored) -> whether a subscriber wants to hear of this change (``subscribe``)."""
 
 WATCH_TIMEOUT = 300  # seconds a watch stays open before it is opened again (client-go: 5-10 min)
 # Failed attempts in a row after which a kind counts as lagging: its store may be behind by more
@@ -190,6 +192,8 @@ class WatchCache:
         self._changed = threading.Condition(threading.Lock())
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._subscribers: dict[int, tuple[Match, Callable[[], None]]] = {}
+        self._next_subscriber = 0
         self.lists = dict.fromkeys(self._kinds, 0)  # LISTs made per kind (tests and metrics)
         self.watches = dict.fromkeys(self._kinds, 0)  # watches opened per kind
         self.asks = dict.fromkeys(self._kinds, 0)  # short watches opened to ask for a bookmark
@@ -376,6 +380,35 @@ class WatchCache:
                 o for o in self._stores[kind].objects.values() if object_meta(o).get("name") == name
             ]
 
+    def subscribe(self, match: Match, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` after each change of an object ``match`` accepts; returns the unsubscribe.
+
+        For a reader that would otherwise poll (the rollout waits): it is woken when what it
+        waits for may have happened, and then reads fresh itself, so a wake-up carries no data
+        and a spurious one costs a read. ``match`` sees each ADDED, MODIFIED and DELETED object
+        (as stored), ``wake`` is called on the watch's thread, outside the cache's lock, and must
+        return at once; both must not raise. After a LIST (the first, or after a 410) every
+        subscriber is woken: what changed while the watch was down is not known.
+        """
+        with self._changed:
+            token = self._next_subscriber
+            self._next_subscriber += 1
+            self._subscribers[token] = (match, wake)
+
+        def unsubscribe() -> None:
+            with self._changed:
+                self._subscribers.pop(token, None)
+
+        return unsubscribe
+
+    def _wake(self, kind: Hashable, obj: Obj | None) -> None:
+        """Wake the subscribers whose ``match`` accepts ``obj`` (every one when it is None)."""
+        with self._changed:
+            subscribers = list(self._subscribers.values())
+        for match, wake in subscribers:
+            if obj is None or match(kind, obj):
+                wake()
+
     # ------------------------------------------------------------------------------- the loop
 
     def _run(self, kind: Hashable) -> None:
@@ -438,6 +471,7 @@ class WatchCache:
             store.synced = True
             store.failing = 0
             self._changed.notify_all()
+        self._wake(kind, None)
         return version
 
     def _apply(self, kind: Hashable, event: Event) -> str:
@@ -451,18 +485,21 @@ class WatchCache:
                 raise Expired(str(obj.get("message") or "Gone"))
             raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
         version = str(object_meta(obj).get("resourceVersion") or "")
+        changed: Obj | None = None
         with self._changed:
             store = self._stores[kind]
             if kind_of_event in ("ADDED", "MODIFIED"):
-                store.objects[key_of(obj)] = self._keep(obj)
+                changed = store.objects[key_of(obj)] = self._keep(obj)
             elif kind_of_event == "DELETED":
-                store.objects.pop(key_of(obj), None)
+                changed = store.objects.pop(key_of(obj), None) or self._keep(obj)
             elif kind_of_event != "BOOKMARK":
                 return ""
             store.failing = 0
             if version:
                 store.version = version
             self._changed.notify_all()
+        if changed is not None and self._subscribers:
+            self._wake(kind, changed)
         return version
 
 
@@ -590,6 +627,11 @@ class FleetCache:
     def stop(self, timeout: float = 5.0) -> None:
         """Close the watches and end the threads."""
         self.cache.stop(timeout)
+
+    def subscribe(self, match: Match, wake: Callable[[], None]) -> Callable[[], None]:
+        """``WatchCache.subscribe`` (and start the cache, if no reader has yet)."""
+        self.cache.start()
+        return self.cache.subscribe(match, wake)
 
     def named(self, kind: tuple[str, str], name: str) -> list[Obj]:
         """The cached objects of ``kind`` called ``name``, in every namespace, without waiting.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ from orchestrator.kube.backend.port import (
     PlacementWrite,
     Progress,
     UsageRead,
+    Wakeup,
 )
 from workflows.activities.errors import NOT_FOUND, classify
 from workflows.activities.plan_payload import (
@@ -57,6 +59,9 @@ class _ClassifiedBackend:
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         return await self._run(self._backend.observe(cluster))
+
+    def rollout_wakeups(self, cluster: ClusterRef) -> AbstractAsyncContextManager[Wakeup]:
+        return self._backend.rollout_wakeups(cluster)  # reads nothing: nothing to classify
 
     async def set_control_plane_version(
         self, cluster: ClusterRef, version: str, step_id: str

@@ -29,6 +29,10 @@ from workflows.model import (
     WaitWorkersInput,
 )
 
+# Seconds between two observations of one rollout at least, when woken sooner (``_poll``): one
+# observation is five requests, and CAPI writes a finishing rollout's status several times.
+MIN_OBSERVE_GAP = 1.0
+
 
 def _same_version(a: str, b: str) -> bool:
     """Equal as Kubernetes versions (``1.33.5`` == ``v1.33.5``); text equality if unparseable."""
@@ -140,18 +144,30 @@ class RolloutActivities(ActivitiesBase):
     ) -> WaitResult:
         """Observe ``cluster`` until ``judge`` says done, heartbeating (``heartbeating``).
 
-        On every poll's answer, and while a poll waits on the API server.
+        On every poll's answer, and while a poll waits on the API server. Between two
+        observations the wait sleeps up to ``poll_seconds``, or less when the backend wakes it
+        (``FleetBackend.rollout_wakeups``: the worker's cache saw the control plane or a pool
+        finish): the poll interval is the bound on a finished rollout's wait, not its mean.
         """
         polls = 0
-        async with heartbeating(WaitProgress(0, f"observing {what}")) as beat:
+        loop = asyncio.get_running_loop()
+        async with (
+            heartbeating(WaitProgress(0, f"observing {what}")) as beat,
+            self._backend.rollout_wakeups(cluster) as wakeups,
+        ):
             while True:
+                started = loop.time()
                 obs = await self._observe(cluster)
                 polls += 1
                 done, message = judge(obs)
                 beat(WaitProgress(polls, message))
                 if done:
                     return WaitResult(polls, message)
-                await asyncio.sleep(poll_seconds)
+                if await wakeups.wait(poll_seconds):
+                    # Woken: observe now, but not more often than MIN_OBSERVE_GAP (a burst of
+                    # status writes is one wake-up, not one read each).
+                    gap = min(MIN_OBSERVE_GAP, poll_seconds)
+                    await asyncio.sleep(max(0.0, started + gap - loop.time()))
 
     @activity.defn(name="wait_control_plane")
     async def wait_control_plane(self, input: WaitControlPlaneInput) -> WaitResult:

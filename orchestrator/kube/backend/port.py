@@ -20,6 +20,11 @@ Contract every implementation keeps:
   reachable the workload cluster's /version and Node kubelet versions), applying CAPI's own
   completion rules to fill ``rolled_out`` (observedGeneration, up-to-date/available replicas,
   RollingOut false, status versions);
+* ``rollout_wakeups`` lets a rollout wait sleep between observations until the cluster's control
+  plane or a MachineDeployment may have finished (a backend that watches the fleet wakes it on
+  such a change; one that cannot tell lets every wait run its full timeout). A wake-up carries
+  no data: the waiter observes afterwards, so a late or spurious one costs time, never
+  correctness;
 * ``set_*_version`` write the version together with the step id (an annotation such as
   ``calibrator.dev/step``) in one patch. Managed topologies are stepped through
   ``spec.topology.version``; a control-plane step defers the MachineDeployment topologies in the
@@ -60,6 +65,7 @@ Contract every implementation keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -223,6 +229,14 @@ class Inventory:
     """False when calibrator.dev is not installed and the reader did not require it."""
 
 
+class Wakeup(Protocol):
+    """What a rollout wait sleeps on between two observations (``FleetBackend.rollout_wakeups``)."""
+
+    async def wait(self, timeout: float) -> bool:
+        """Until the rollout may have moved (True: woken) or ``timeout`` s passed (False)."""
+        ...
+
+
 class FleetBackend(Protocol):
     """Reads and writes of the management plane that the calibration activities perform."""
 
@@ -235,6 +249,13 @@ class FleetBackend(Protocol):
 
     async def observe(self, cluster: ClusterRef) -> ClusterObservation:
         """Declared versions, rollout state, actual versions and taints of one cluster."""
+        ...
+
+    def rollout_wakeups(self, cluster: ClusterRef) -> AbstractAsyncContextManager[Wakeup]:
+        """Wake-ups for one wait on ``cluster``'s rollout, from entering until leaving.
+
+        A change between two waits is not lost: the next ``wait`` returns at once.
+        """
         ...
 
     async def set_control_plane_version(

@@ -8,11 +8,17 @@
   not deferred) are done too; deferred pools are not waited for.
   ``versions`` are Node kubelet versions; CAPD's in-memory Nodes do not report one, so a Ready
   Node counts as running its Machine's ``spec.version`` (see docs/localplane.md).
+* **Wake-ups** (``rollout_wakeups``): with the worker's watch-fed cache, a rollout wait is woken
+  when the cluster's KubeadmControlPlane or one of its MachineDeployments changes to a state
+  CAPI's status calls rolled out (``rollout_match``), instead of sleeping out its poll interval;
+  the wait then observes as before. Without a cache (the CLI) every wait sleeps its interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -25,11 +31,73 @@ from orchestrator.kube.backend.port import (
     ClusterRef,
     ComponentObservation,
     InvalidObjectError,
+    Wakeup,
 )
+from orchestrator.kube.cache import Match, Obj
 from orchestrator.kube.client import object_meta
 
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
+
+
+def rollout_match(ref: ClusterRef) -> Match:
+    """Changes that may end a rollout wait on ``ref`` (pure).
+
+    Its KubeadmControlPlane (owned by the Cluster, or labelled with its name) or one of its
+    MachineDeployments (``spec.clusterName``), in a state CAPI's status calls rolled out
+    (``capi.control_plane_rolled_out``, ``capi.machine_deployment_rolled_out``). Nothing else:
+    during a rollout CAPI rewrites these objects' status many times, and waking on each would
+    observe the cluster (five requests) every time; a rollout ends with one of these. An empty
+    ``ref.namespace`` matches the name in every namespace (a spurious wake-up costs one read).
+    """
+
+    def match(kind: Hashable, obj: Obj) -> bool:
+        meta = object_meta(obj)
+        if ref.namespace and meta.get("namespace") != ref.namespace:
+            return False
+        if kind == capi.KUBEADM_CONTROL_PLANE:
+            owned = any(
+                o.get("kind") == "Cluster" and o.get("name") == ref.name
+                for o in meta.get("ownerReferences") or ()
+                if isinstance(o, Mapping)
+            )
+            labelled = (meta.get("labels") or {}).get(capi.CLUSTER_NAME_LABEL) == ref.name
+            return (owned or labelled) and capi.control_plane_rolled_out(obj)
+        if kind == capi.MACHINE_DEPLOYMENT:
+            mine = (obj.get("spec") or {}).get("clusterName") == ref.name
+            return mine and capi.machine_deployment_rolled_out(obj)
+        return False
+
+    return match
+
+
+class _Woken:
+    """A ``Wakeup`` set from the cache's watch thread and awaited on the activity's event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        """Called on a watch thread (``WatchCache.subscribe``): hand the wake-up to the loop."""
+        with suppress(RuntimeError):  # the loop closed after the wait left: nobody waits
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class _Sleep:
+    """The ``Wakeup`` of a backend without a cache: every wait runs its full timeout."""
+
+    async def wait(self, timeout: float) -> bool:
+        await asyncio.sleep(timeout)
+        return False
 
 
 class RolloutObserver(KubeAccess):
@@ -189,3 +257,16 @@ class RolloutObserver(KubeAccess):
         """Declared versions, CAPI rollout state, Node readiness and taints of one cluster."""
         attributes = self._cluster_attributes(cluster)
         return await self._call("observe", attributes, lambda: self._observe(cluster))
+
+    @asynccontextmanager
+    async def rollout_wakeups(self, cluster: ClusterRef) -> AsyncIterator[Wakeup]:
+        """Woken by the cache's watch on ``rollout_match``; without a cache, ``_Sleep``."""
+        if self._cache is None:
+            yield _Sleep()
+            return
+        woken = _Woken(asyncio.get_running_loop())
+        unsubscribe = self._cache.subscribe(rollout_match(cluster), woken.set)
+        try:
+            yield woken
+        finally:
+            unsubscribe()

@@ -367,6 +367,42 @@ def test_concurrent_readers_get_consistent_snapshots(feed: Feed) -> None:
     assert len(cache.snapshot()["A"]) == count
 
 
+def test_subscribers_hear_matching_changes_and_every_list(feed: Feed) -> None:
+    feed.lists["A"] = [([obj("a", "3"), obj("b", "4")], "7"), ([obj("a", "20")], "21")]
+    cache = started(feed)
+    heard: list[str] = []
+    lock = threading.Lock()
+
+    def wake(what: str) -> Callable[[], None]:
+        def woken() -> None:
+            with lock:
+                heard.append(what)
+
+        return woken
+
+    def seen() -> list[str]:
+        with lock:
+            return list(heard)
+
+    try:
+        unsubscribe = cache.subscribe(lambda kind, o: o["metadata"]["name"] == "a", wake("a"))
+        # Events arrive in order: once a's change is heard, b's was seen and matched nothing.
+        feed.push("A", event("MODIFIED", obj("b", "8")), event("MODIFIED", obj("a", "9")))
+        wait_until("a's change heard", lambda: seen() == ["a"])
+        feed.push("A", event("DELETED", obj("a", "10")))
+        wait_until("a's deletion heard", lambda: seen() == ["a", "a"])
+        # A LIST (here after 410 Gone) wakes every subscriber: what changed meanwhile is unknown.
+        cache.subscribe(lambda kind, o: False, wake("none"))
+        feed.push("A", GONE_EVENT)
+        wait_until("the LIST heard", lambda: sorted(seen()[2:]) == ["a", "none"])
+        unsubscribe()
+        feed.push("A", event("MODIFIED", obj("a", "22")), event("MODIFIED", obj("b", "23")))
+        wait_until("at 23", at(cache, "A", "23"))
+        assert sorted(seen()[2:]) == ["a", "none"]
+    finally:
+        cache.stop()
+
+
 def test_racing_starts_start_one_thread_per_kind(feed: Feed) -> None:
     feed.lists["A"] = [([], "1")]
     cache = WatchCache(("A",), feed.list, feed.watch, interrupt=feed.closed.set, name="race")

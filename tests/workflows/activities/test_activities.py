@@ -17,6 +17,7 @@ from orchestrator.kube.backend.port import ClusterRef
 from testkit.fake_backend import InMemoryFleet
 from testkit.workflow_harness import cluster, in_memory, strategy
 from workflows.activities import INVALID_INPUT, NOT_FOUND, VERSION_CONFLICT, CalibrationActivities
+from workflows.activities import rollout as rollout_activities
 from workflows.activities.plan_payload import plan_from_input
 from workflows.model import (
     ClusterPlanInput,
@@ -89,6 +90,24 @@ def test_wait_heartbeats_every_poll() -> None:
     assert beats[0] == WaitProgress(0, "observing the control plane")
     assert result.polls == len(beats) - 1 >= 2
     assert "rolled out" in result.message and "rolling out" in beats[1].message
+
+
+def test_a_woken_wait_observes_without_sleeping_its_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker's cache wakes a wait when CAPI's status says the rollout finished; the poll
+    # interval (an hour here) only bounds a wait nobody wakes. The gap between two observations
+    # is set to none, so a wait that slept would run into the test's bound, not finish.
+    monkeypatch.setattr(rollout_activities, "MIN_OBSERVE_GAP", 0.0)
+    fleet = in_memory(cluster("a", "v1.32.9"), rollout_polls=3)
+    fleet.wake_rollouts = True
+    a = acts(fleet)
+    env = ActivityEnvironment()
+    run(env.run(a.patch_control_plane, PatchControlPlaneInput("s", REF, "v1.32.9", "v1.33.5")))
+    wait = WaitControlPlaneInput("s", REF, "v1.33.5", poll_seconds=3600)
+    result = run(asyncio.wait_for(env.run(a.wait_control_plane, wait), 60))
+    assert "rolled out" in result.message
+    assert fleet.wakeups == result.polls - 1 >= 2
 
 
 def test_unknown_cluster_is_not_retryable() -> None:
