@@ -33,7 +33,10 @@ subprocess), the plane's RSS, and requests two ways:
 
 ``--cache`` (the default, as ``calibrator worker`` runs) gives the worker the watch-fed cache of
 the fleet (``KubeFleetBackend(cache=True)``); ``--no-cache`` LISTs the fleet on every read, as
-before issue 29. ``--json FILE`` writes the figures as JSON too.
+before issue 29. ``--placed`` places and writes the whole fleet once before the calibration
+(``testkit.settle.write_settled``), as a fleet calibrated before is: its re-placements then write
+what they move, where the names-only start makes each workload's first placement write its whole
+decision. ``--json FILE`` writes the figures as JSON too.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from benchmarks.bench_worker import Kinds, start_bench_worker, worker_counts, worker_ready
 from orchestrator.domain.snapshot_dump import snapshot_to_mapping
+from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.client import api_client, dynamic
 from orchestrator.localplane.plane import LocalPlane
 from testkit.capd_fleet import (
@@ -73,6 +77,7 @@ from testkit.capd_fleet import (
     wait_available,
 )
 from testkit.prometheus import free_address, scrape
+from testkit.settle import write_settled
 from testkit.workflow_harness import start_dev_server
 from workflows.activities.placement import MAX_PLACEMENT_ROUNDS_AT_ONCE, PLACEMENT_ROUNDS_AT_ONCE
 from workflows.client import ControlError, start_calibration, status
@@ -527,7 +532,6 @@ async def planned_waves(
 ) -> list[tuple[str, ...]]:
     """The waves the calibration will run, planned from the same inventory before it starts
     (progress keeps only counts per stage at scale)."""
-    from orchestrator.kube.backend.fleet import KubeFleetBackend  # noqa: PLC0415
     from workflows.activities.plan_payload import plan_from_input  # noqa: PLC0415
 
     inventory = await KubeFleetBackend(mgmt, namespace).inventory()
@@ -761,6 +765,11 @@ def main(argv: list[str] | None = None) -> int:
         default=PLACEMENT_ROUNDS_AT_ONCE,
         help=f"the worker's re-placement rounds at once (1..{MAX_PLACEMENT_ROUNDS_AT_ONCE})",
     )
+    parser.add_argument(
+        "--placed",
+        action="store_true",
+        help="place and write the whole fleet once before the calibration (a fleet placed before)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if not 1 <= args.placement_rounds <= MAX_PLACEMENT_ROUNDS_AT_ONCE:
@@ -781,6 +790,13 @@ def main(argv: list[str] | None = None) -> int:
             provision(dyn, namespace, layout, args.workloads)
             created = wait_available(dyn, namespace, layout, CREATE_TIMEOUT)
             print(f"{args.clusters} clusters Available after {created:.0f}s", flush=True)
+            if args.placed:
+                backend = KubeFleetBackend(mgmt, namespace)
+                placed = asyncio.run(
+                    write_settled(backend, "benchmark: placed before the calibration")
+                )
+                assert not placed.conflicts, placed.conflicts[:10]
+                print(f"placed before: {len(placed.written)} decisions written", flush=True)
             pids = [c.pid for c in plane.status().components if c.pid]
             report = asyncio.run(
                 calibrate_fleet(
@@ -792,7 +808,8 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             print(report.markdown())
             if args.json is not None:
-                args.json.write_text(json.dumps(report.as_json(), indent=2) + "\n")
+                figures = {**report.as_json(), "placed_before": args.placed}
+                args.json.write_text(json.dumps(figures, indent=2) + "\n")
         finally:
             plane.down(purge=True)
     return 0

@@ -2,7 +2,9 @@
 
 Re-placement tests start from here: the live fleet's FleetWorkload status holds each decision's
 replicas per cluster and the generation it was decided under, and each cluster's allocated
-usage includes the replicas it runs.
+usage includes the replicas it runs. ``settled`` builds that snapshot in memory;
+``write_settled`` writes it through a backend (a fleet placed before: its re-placements then
+write what they move, not every workload's first decision, as the names-only start makes them).
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ import dataclasses
 from collections.abc import Callable
 
 from orchestrator.domain.snapshot import FleetSnapshot, Resources, Workload
+from orchestrator.kube.backend.port import (
+    ClusterReplicasInfo,
+    FleetBackend,
+    PlacementDecisionInfo,
+    PlacementWrite,
+)
 from orchestrator.placement import place
 from orchestrator.placement.context import credited_replicas
 
@@ -59,3 +67,23 @@ def settled(
         for c in snapshot.clusters
     )
     return dataclasses.replace(snapshot, clusters=clusters, workloads=tuple(workloads))
+
+
+async def write_settled(backend: FleetBackend, reason: str) -> PlacementWrite:
+    """Place the whole fleet as the backend reads it and write every schedulable decision.
+
+    Each is guarded by the workload version the read gave (``write_placement``'s
+    compare-and-swap).
+    """
+    inventory = await backend.inventory()
+    decisions = [
+        PlacementDecisionInfo(
+            d.workload,
+            tuple(ClusterReplicasInfo(c.name, c.replicas) for c in d.clusters),
+            reason=reason,
+            resource_version=inventory.workload_versions.get(d.workload, ""),
+        )
+        for d in place(inventory.snapshot).decisions
+        if not d.unschedulable
+    ]
+    return await backend.write_placement(decisions, reason)

@@ -18,12 +18,11 @@ from temporalio.testing import ActivityEnvironment
 from orchestrator.domain.taints import UPGRADING_TAINT_KEY, Taint
 from orchestrator.kube.backend.port import (
     ClusterRef,
-    ClusterReplicasInfo,
     FleetBackend,
-    PlacementDecisionInfo,
 )
 from orchestrator.placement import place
 from testkit.fake_backend import InMemoryFleet
+from testkit.settle import write_settled
 from testkit.workflow_harness import cluster, in_memory
 from workflows.activities import CalibrationActivities
 from workflows.activities.placement import affected_workloads
@@ -71,15 +70,7 @@ def _fleet() -> InMemoryFleet:
 
 async def _settle(fleet: InMemoryFleet) -> int:
     """Write a full placement of the fleet once (the state a previous run leaves); its writes."""
-    snapshot = (await fleet.inventory()).snapshot
-    decisions = [
-        PlacementDecisionInfo(
-            d.workload, tuple(ClusterReplicasInfo(c.name, c.replicas) for c in d.clusters)
-        )
-        for d in place(snapshot).decisions
-        if not d.unschedulable
-    ]
-    written = (await fleet.write_placement(decisions, "settle")).written
+    written = (await write_settled(fleet, "settle")).written
     fleet.placement_writes.clear()
     return len(written)
 
