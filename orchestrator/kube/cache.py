@@ -53,6 +53,11 @@ watch, it is complete up to the bookmark and its version moves there. An answer 
 fails or names changes the store never gets moves nothing: the reader's wait runs out and it
 LISTs.
 
+**Wake-ups** (``subscribe``): a reader that would otherwise poll, the rollout waits, is told
+when an object it cares about changed (a ``match`` on each event's object, a ``wake`` called on
+the watch's thread, and every subscriber after a LIST); it then reads fresh itself, so a
+wake-up is a hint, never data.
+
 The sources are injected: the cache takes a ``list`` function (kind -> objects and the list's
 resourceVersion) and a ``watch`` function (kind, resourceVersion, timeout -> events), so it is
 tested with fake streams and no network; ``kube_list``/``kube_watch`` are the real ones and
