@@ -4,7 +4,7 @@ The fleet of the calibration benchmarks (benchmarks/bench_calibration.py, bench_
 of their CI smoke tests (tests/integration/test_fleet_scale.py, test_api_faults.py): clusters one
 and two minors behind ``TARGET`` in three groups, managed-topology and KCP+MachineDeployment
 clusters alternating, cluster 0 the canary; optional FleetWorkloads over it. ``observe`` is four
-LISTs that say what each cluster runs and whether it carries the upgrading taint.
+LISTs at one revision that say what each cluster runs and whether it carries the upgrading taint.
 ``wait_available`` also deletes the Machines CAPI orphans under a provisioning burst
 (``release_orphans``).
 """
@@ -114,9 +114,17 @@ def fleet_workloads(namespace: str, count: int, clusters: list[str]) -> list[dic
 
 
 def _items(dyn: DynamicClient, kind: tuple[str, str], namespace: str) -> list[dict[str, Any]]:
+    return _listed(dyn, kind, namespace)[0]
+
+
+def _listed(
+    dyn: DynamicClient, kind: tuple[str, str], namespace: str, at: str = ""
+) -> tuple[list[dict[str, Any]], str]:
+    """Every object of ``kind`` and the list's resourceVersion; ``at``: as of that revision."""
     res = dyn.resources.get(api_version=kind[0], kind=kind[1])
-    items: list[dict[str, Any]] = res.get(namespace=namespace).to_dict()["items"]
-    return items
+    exact = {"resource_version": at, "resource_version_match": "Exact"} if at else {}
+    listed = res.get(namespace=namespace, **exact).to_dict()
+    return listed["items"], str(listed["metadata"].get("resourceVersion") or "")
 
 
 def _owner(obj: dict[str, Any]) -> str:
@@ -133,16 +141,28 @@ class ClusterView:
 
 
 def observe(dyn: DynamicClient, namespace: str) -> dict[str, ClusterView]:
-    """Four LISTs: every cluster's declared and Machine versions, taint and rollout state."""
-    clusters = _items(dyn, capi.CLUSTER, namespace)
-    kcps = {k["metadata"]["name"]: k for k in _items(dyn, capi.KUBEADM_CONTROL_PLANE, namespace)}
+    """Four LISTs at one revision: every cluster's versions, taint and rollout state.
+
+    One instant of the fleet: the Machines are listed first and the other kinds at the exact
+    resourceVersion that LIST was answered at (``resourceVersionMatch=Exact``, read from etcd).
+    Four LISTs each at its own moment could pair a Cluster listed before its taint was added
+    with Machines listed after its first patch: at 300 clusters, where a LIST takes seconds and
+    the taint precedes the patch by a few, the benchmark's invariant flagged three clusters
+    "mid-upgrade and untainted" at the start of their first step (session 22).
+    """
+    machines, revision = _listed(dyn, capi.MACHINE, namespace)
+    clusters = _listed(dyn, capi.CLUSTER, namespace, revision)[0]
+    kcps = {
+        k["metadata"]["name"]: k
+        for k in _listed(dyn, capi.KUBEADM_CONTROL_PLANE, namespace, revision)[0]
+    }
     versions: dict[str, set[str]] = {}
     rolled: dict[str, bool] = {}
-    for md in _items(dyn, capi.MACHINE_DEPLOYMENT, namespace):
+    for md in _listed(dyn, capi.MACHINE_DEPLOYMENT, namespace, revision)[0]:
         name = _owner(md)
         versions.setdefault(name, set()).add(str(md["spec"]["template"]["spec"].get("version")))
         rolled[name] = rolled.get(name, True) and capi.machine_deployment_rolled_out(md)
-    for m in _items(dyn, capi.MACHINE, namespace):
+    for m in machines:
         versions.setdefault(_owner(m), set()).add(str(m["spec"].get("version")))
     out: dict[str, ClusterView] = {}
     for c in clusters:
