@@ -33,6 +33,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources as package_data
@@ -453,6 +454,38 @@ def placement_listing(dyn: Any, namespace: str | None = None) -> PlacementSource
         return owners, _list(dyn, PLACEMENT_DECISION, namespace, WORKLOAD_LABEL)
 
     return listed
+
+
+def placement_by_key(dyn: Any, workers: int) -> PlacementSource:
+    """The source for a few workloads: each FleetWorkload and PlacementDecision GET by key.
+
+    A GET is a consistent read of one object, so what it returns is at least as new as the
+    moment it was made, which is all ``PlacementWriter`` needs; ``workers`` GETs are in flight
+    at once. For a handful of workloads that is cheaper than bringing a cache to the
+    collections' current versions: a store whose kind did not change must ask the server for a
+    bookmark, a second at best (docs/benchmarks.md, session 23). A missing object is left out
+    (a missing FleetWorkload is the writer's ``WorkloadMissingError``).
+    """
+    fws = resource(dyn, FLEET_WORKLOAD)
+    pds = resource(dyn, PLACEMENT_DECISION)
+
+    def stored(res: Any, key: str) -> dict[str, Any] | None:
+        namespace, _, name = key.partition("/")
+        try:
+            return read_json(res.get, name=name, namespace=namespace)
+        except Exception as err:
+            if status_code(err) == NOT_FOUND:
+                return None
+            raise
+
+    def keyed(keys: Sequence[str]) -> PlacementObjects:
+        asks = [(res, k) for k in keys for res in (fws, pds)]
+        with ThreadPoolExecutor(max(1, min(workers, len(asks))), "placement-get") as pool:
+            found = list(pool.map(lambda ask: stored(*ask), asks))
+        owners = [o for o in found[0::2] if o is not None]
+        return owners, [p for p in found[1::2] if p is not None]
+
+    return keyed
 
 
 UNCHANGED = "unchanged"

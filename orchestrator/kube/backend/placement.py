@@ -21,7 +21,10 @@
 * **What the writer compares with: a consistent read from the cache** (``_placement_objects``).
   Without a cache (the CLI) it is two fresh LISTs, every FleetWorkload and every
   PlacementDecision in scope, per call: with the cache, the largest reads left, growing with
-  the fleet. With one, the backend first asks each collection for its current resourceVersion
+  the fleet. With one, a round of at most ``KEYED_READS`` workloads (a gated step places those
+  its cluster hosts, a few dozen) GETs each one's FleetWorkload and PlacementDecision: consistent
+  reads, so nothing waits for the cache. For a larger round the backend first asks each
+  collection for its current resourceVersion
   (``fleetapi.probe_version``: a LIST of ``limit=1``, a consistent read, one object), waits
   until the cache's store of that kind has reached it (``FleetCache.current``, the same
   integer comparison and wait as the inventory's read-your-writes, at most ``FRESH_TIMEOUT``;
@@ -31,9 +34,9 @@
   cache that is not synced, lagging or not there in time is passed by: the two LISTs, fresh,
   never stale. PlacementDecisions are a cached kind for this (not read one by one for the
   decisions that changed): the writer compares every decision it is given with the mirror
-  (a decision equal to the FleetWorkload's but not to the mirror repairs it), and a
-  re-placement gives it most workloads (834-841 of 1,000 per ``replace`` at 100 clusters,
-  docs/benchmarks.md), so reading them one by one would cost a GET per workload; cached, they
+  (a decision equal to the FleetWorkload's but not to the mirror repairs it), and the
+  placement after a gate comes off gives it every workload, so reading them one by one would
+  cost two GETs per workload; cached, they
   cost one object per FleetWorkload in memory (slimmed as the other kinds) and their watch
   events, which grow with the writes.
 """
@@ -59,6 +62,11 @@ from orchestrator.kube.cache import PLACEMENT_KINDS, SYNC_TIMEOUT, CacheNotSynce
 # Decisions written at once by write_placement: a few in flight fill the API server's fair share
 # without queueing behind the client's connection pool (kubernetes' default: 5 per CPU).
 PLACEMENT_WRITERS = 8
+# Workloads up to which the writer GETs what it compares with rather than bring the cache to the
+# collections' current versions. A store whose kind did not change asks for a bookmark, which
+# comes after a second at best; 64 workloads are 128 GETs, 8 at a time, well under that on a
+# loaded plane (docs/benchmarks.md, session 23). A step of a gated cluster places a few dozen.
+KEYED_READS = 64
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +77,15 @@ class PlacementWrites(KubeAccess):
     def _placement_objects(self, keys: Sequence[str]) -> fleetapi.PlacementObjects:
         """The stored FleetWorkloads and PlacementDecisions of ``keys``, as new as now.
 
-        From the cache once each of its two stores has reached its collection's current
-        resourceVersion (two ``limit=1`` probes), looked up by key: a round that writes the
-        decisions of a few workloads reads those, not the fleet's. Else two fresh LISTs.
+        Up to ``KEYED_READS`` workloads, two GETs each. More, from the cache once each of its
+        two stores has reached its collection's current resourceVersion (two ``limit=1``
+        probes), looked up by key: a round reads the decisions it writes, not the fleet's.
+        Else two fresh LISTs.
         """
         assert self._cache is not None
         self._cache.start()  # idempotent, as the inventory's first read
+        if len(keys) <= KEYED_READS:
+            return fleetapi.placement_by_key(self._dyn, PLACEMENT_WRITERS)(keys)
         versions = {
             kind: fleetapi.probe_version(self._dyn, kind, self._namespace)
             for kind in PLACEMENT_KINDS

@@ -98,6 +98,7 @@ class Resource:
     ) -> Result:
         objs = self.store.objects.setdefault(self.kind, {})
         if name is not None:
+            self.store.gets[self.kind] = self.store.gets.get(self.kind, 0) + 1
             obj = objs.get((namespace or "", name))
             if obj is None:
                 raise ApiError(404)
@@ -177,6 +178,7 @@ class FakeDyn:
         self.invalidations = 0
         self.lists: dict[str, int] = {}  # LIST calls (first pages) per kind, probes apart
         self.probes: dict[str, int] = {}  # LISTs of limit=1 (client.collection_version) per kind
+        self.gets: dict[str, int] = {}  # GETs of one object per kind
         self.pages: dict[str, int] = {}  # pages fetched per kind
         self.expired: set[str] = set()  # continue tokens the "server" answers with 410
         self.rv = 1

@@ -2,7 +2,8 @@
 
 What it compares its decisions with is read from the cache once the cache's FleetWorkload and
 PlacementDecision stores have reached the collections' current resourceVersions (two LISTs of
-``limit=1``), else LISTed whole, as without a cache. The "server" is a ``FakeDyn`` (one
+``limit=1``), else LISTed whole, as without a cache; a round of at most ``KEYED_READS``
+workloads GETs them instead (the tests of the cache's path set it to 0). The "server" is a ``FakeDyn`` (one
 resourceVersion counter shared by every kind, as etcd's revision is) and the cache's watches
 are scripted (``watch_feed.DynFeed``): a test decides when, and whether, the cache hears of a
 change. Every wait has a timeout; nothing sleeps and asserts.
@@ -21,6 +22,7 @@ import pytest
 
 from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend import inventory as backend_inventory
+from orchestrator.kube.backend import placement as backend_placement
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import (
     ClusterReplicasInfo,
@@ -121,6 +123,10 @@ class Worker:
         """How long a read waits for the cache before it LISTs (``FRESH_TIMEOUT``)."""
         self.monkeypatch.setattr(backend_inventory, "FRESH_TIMEOUT", seconds)
 
+    def keyed(self, up_to: int) -> None:
+        """Rounds of at most ``up_to`` workloads GET what they compare with (``KEYED_READS``)."""
+        self.monkeypatch.setattr(backend_placement, "KEYED_READS", up_to)
+
     def write(self, decisions: list[PlacementDecisionInfo]) -> PlacementWrite:
         return asyncio.run(self.backend.write_placement(decisions, "test"))
 
@@ -150,6 +156,7 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Worker]:
     # A wait that runs out LISTs: short, so the tests where the watch stays silent are quick;
     # a test where the watch delivers late gives it time (``patience``).
     w.patience(0.3)
+    w.keyed(0)  # the cache's path; the keyed tests say so
     yield w
     for timer in w.timers:
         timer.cancel()
@@ -381,5 +388,59 @@ def _stored(dyn: FakeDyn) -> dict[str, Any]:
 def test_a_decision_for_a_workload_neither_the_cache_nor_the_server_has_is_not_found(
     worker: Worker,
 ) -> None:
+    with pytest.raises(NotFoundError, match=f"no FleetWorkload {NS}/nope"):
+        worker.write([_info("nope", (("c000", 1),), "")])
+
+
+# ------------------------------------------------------------ a few workloads: GETs, no cache
+
+
+def test_a_few_workloads_are_read_by_key_without_probes_lists_or_asks(worker: Worker) -> None:
+    """At most ``KEYED_READS`` workloads: two GETs each, whatever the cache has heard."""
+    dyn = worker.dyn
+    worker.keyed(len(WORKLOADS))
+    dyn.resources.get(*capi.CLUSTER).patch(  # the revision moves: the cache path would ask
+        {"metadata": {"labels": {"x": "y"}}}, "c000", NS, "application/merge-patch+json"
+    )
+    dyn.gets.clear()
+    versions = {n: _version(dyn, n) for n in WORKLOADS}
+    unchanged = [_info(n, STORED[n], versions[n]) for n in WORKLOADS]
+    assert worker.write(unchanged) == PlacementWrite((), ())
+    assert dyn.gets == {"FleetWorkload": 3, "PlacementDecision": 3}
+    assert _bulk_lists(dyn) == {} and dyn.probes == {} and worker.source.asked_from == []
+    moved = _info("w1", (("c000", 1),), versions["w1"])
+    assert worker.write([moved]) == PlacementWrite((f"{NS}/w1",), ())
+    # One more workload than the bound: the cache's path (probes, then a LIST: its watch is silent).
+    worker.keyed(len(WORKLOADS) - 1)
+    dyn.gets.clear()
+    again = [
+        _info(n, (("c000", 1),) if n == "w1" else STORED[n], _version(dyn, n)) for n in WORKLOADS
+    ]
+    assert worker.write(again) == PlacementWrite((), ())
+    assert dyn.gets == {} and dyn.probes == {"FleetWorkload": 1, "PlacementDecision": 1}
+
+
+@pytest.mark.parametrize("case", STALE)
+def test_a_few_workloads_read_by_key_decide_as_a_fresh_list(worker: Worker, case: Stale) -> None:
+    """The stale table again: the cache never hears of the change, and the GETs see it."""
+    versions = {n: _version(worker.dyn, n) for n in WORKLOADS}
+    reference = stored_fleet()
+    case.change(reference)
+    reference.writes.clear()
+    fresh_backend = KubeFleetBackend(None, NS, dyn=reference)
+    expected = asyncio.run(fresh_backend.write_placement(_decisions(case, versions), "test"))
+
+    case.change(worker.dyn)
+    worker.dyn.writes.clear()
+    worker.dyn.lists.clear()
+    worker.keyed(len(case.decisions))
+    assert worker.write(_decisions(case, versions)) == expected
+    assert _writes(worker.dyn) == _writes(reference)
+    assert _stored(worker.dyn) == _stored(reference)
+    assert _bulk_lists(worker.dyn) == {} and worker.dyn.probes == {}
+
+
+def test_a_workload_missing_from_the_server_is_not_found_by_key(worker: Worker) -> None:
+    worker.keyed(1)
     with pytest.raises(NotFoundError, match=f"no FleetWorkload {NS}/nope"):
         worker.write([_info("nope", (("c000", 1),), "")])
