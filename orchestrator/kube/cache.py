@@ -162,6 +162,7 @@ class _Store:
         self.version = ""
         self.synced = False
         self.failing = 0  # attempts (watch or LIST) failed in a row since the last success
+        self.heard = 0.0  # time.monotonic() of the last event or LIST (0: none yet)
 
 
 class WatchCache:
@@ -292,7 +293,7 @@ class WatchCache:
                     name=f"{self._name}-ask-{kind}",
                     daemon=True,
                 ).start()
-        self._wait(reached, timeout, f"at {dict(versions)}")
+        self._wait(reached, timeout, f"at {dict(versions)}", lambda: self._behind(versions))
 
     def _ask(self, kind: Hashable, want: str, deadline: float) -> None:
         """Ask the server whether the store of ``kind`` is complete up to ``want``; if so, move it.
@@ -340,14 +341,39 @@ class WatchCache:
                 store.version = version
             self._changed.notify_all()
 
-    def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+    def _wait(
+        self,
+        done: Callable[[], bool],
+        timeout: float,
+        what: str,
+        behind: Callable[[], str] | None = None,
+    ) -> None:
         deadline = time.monotonic() + timeout
         with self._changed:
             while not done():
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stopping.is_set():
-                    raise CacheNotSynced(f"{self._name}: not {what} within {timeout:g}s")
+                    where = f" ({behind()})" if behind is not None else ""
+                    raise CacheNotSynced(f"{self._name}: not {what} within {timeout:g}s{where}")
                 self._changed.wait(left)
+
+    def _behind(self, versions: Mapping[Hashable, str]) -> str:
+        """Where each store short of ``versions`` stands, for the reader that gives up (locked).
+
+        Its version and how long ago it last heard from the server tell a watch that delivers
+        late (events still coming, older than the version waited for) from one that went
+        silent.
+        """
+        now = time.monotonic()
+        parts = []
+        for kind, want in versions.items():
+            store = self._stores[kind]
+            if store.synced and version_reached(store.version, want):
+                continue
+            name = kind[1] if isinstance(kind, tuple) else str(kind)
+            heard = f"last heard {now - store.heard:.1f}s ago" if store.heard else "never heard"
+            parts.append(f"{name} at {store.version or '-'}, {heard}")
+        return "; ".join(parts)
 
     def lagging(self, after: int = LAG_AFTER) -> tuple[Hashable, ...]:
         """Kinds whose watch (or LIST) has failed ``after`` times in a row, not yet back.
@@ -475,6 +501,7 @@ class WatchCache:
             store.version = version
             store.synced = True
             store.failing = 0
+            store.heard = time.monotonic()
             self._changed.notify_all()
         self._wake(kind, None)
         return version
@@ -500,6 +527,7 @@ class WatchCache:
             elif kind_of_event != "BOOKMARK":
                 return ""
             store.failing = 0
+            store.heard = time.monotonic()
             if version:
                 store.version = version
             self._changed.notify_all()

@@ -208,7 +208,8 @@ def test_waiting_for_a_version_returns_once_seen_and_times_out_otherwise(feed: F
     cache = started(feed)
     try:
         cache.wait_for({"A": "6"}, 0.01)  # already past
-        with pytest.raises(CacheNotSynced):
+        # The reader that gives up is told where the store stands and when it last heard.
+        with pytest.raises(CacheNotSynced, match=r"\(A at 7, last heard \d+\.\ds ago\)$"):
             cache.wait_for({"A": "9"}, 0.1)
         threading.Timer(0.05, feed.push, ("A", event("MODIFIED", obj("a", "9")))).start()
         cache.wait_for({"A": "9"}, WAIT)
