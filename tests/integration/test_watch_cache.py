@@ -37,6 +37,7 @@ from kubernetes.dynamic import DynamicClient
 from orchestrator.kube import cache as kcache
 from orchestrator.kube import capi, fleetapi
 from orchestrator.kube.backend import inventory as backend_inventory
+from orchestrator.kube.backend import placement as backend_placement
 from orchestrator.kube.backend.fleet import KubeFleetBackend
 from orchestrator.kube.backend.port import ClusterReplicasInfo, Inventory, PlacementDecisionInfo
 from orchestrator.kube.cache import FleetCache, WatchCache
@@ -233,7 +234,7 @@ def test_the_cache_follows_the_server_and_reads_list_nothing(
 
 
 def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
-    plane: LocalPlane, dyn: DynamicClient, namespace: str
+    plane: LocalPlane, dyn: DynamicClient, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Unchanged decisions are found unchanged from memory, while other kinds keep changing.
 
@@ -243,7 +244,9 @@ def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
     their own, must still reach it within ``FRESH_TIMEOUT`` - by asking for a bookmark (the
     server's side of ``WatchCache._ask``: a bookmark 2 s before a 3-s watch ends, at the watch
     cache's revision, which the probe brought up to etcd's) - or the writer LISTs them whole.
+    Then the same write of one workload by key (``KEYED_READS``): no probe, no LIST.
     """
+    monkeypatch.setattr(backend_placement, "KEYED_READS", 0)  # the cache's path first
     apply_all(dyn, [_workload("cached-probe", 1)])
     requests = Requests()
     backend = _backend(plane, requests)
@@ -284,6 +287,11 @@ def test_the_placement_writer_reads_the_cache_at_the_collections_versions(
         assert backend._cache is not None
         asks = backend._cache.cache.asks
         print(f"\n[watch cache] asks for a bookmark: {asks}")
+        monkeypatch.setattr(backend_placement, "KEYED_READS", 1)
+        patch(dyn, capi.CLUSTER, NS, "cache-a", {"metadata": {"labels": {"probe": "keyed"}}})
+        assert asyncio.run(backend.write_placement([same], "probe")).written == ()
+        assert requests.lists(PLACEMENT) == lists, "read by key, no whole LIST"
+        assert requests.probes() == {"fleetworkloads": 4, "placementdecisions": 4}, "no probe"
     finally:
         backend.close()
 
@@ -313,22 +321,31 @@ def _increment(backend: KubeFleetBackend, workload: str, cluster: str) -> tuple[
     raise AssertionError(f"no increment after {ROUNDS} rounds")
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["from the cache", "read by key"])
 def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updates(
-    plane: LocalPlane, dyn: DynamicClient, namespace: str
+    plane: LocalPlane,
+    dyn: DynamicClient,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    keyed: bool,
 ) -> None:
-    apply_all(dyn, [_workload("cached-counter", 1)])
+    """The writers compare with their caches (``KEYED_READS`` 0) or GET by key (the default)."""
+    if not keyed:
+        monkeypatch.setattr(backend_placement, "KEYED_READS", 0)
+    counter = "keyed-counter" if keyed else "cached-counter"
+    apply_all(dyn, [_workload(counter, 1)])
     requests = [Requests(), Requests()]
     workers = [_backend(plane, requests[0]), _backend(plane, requests[1])]
     try:
         for backend in workers:
-            _follows(backend, "the counter cached", lambda r: "cached-counter" in _workloads(r))
+            _follows(backend, "the counter cached", lambda r: counter in _workloads(r))
         results: list[list[tuple[int, int]]] = [[], []]
         failures: list[BaseException] = []
 
         def work(i: int) -> None:
             try:
                 for _ in range(INCREMENTS):
-                    results[i].append(_increment(workers[i], "cached-counter", "cache-a"))
+                    results[i].append(_increment(workers[i], counter, "cache-a"))
             except BaseException as err:
                 failures.append(err)
 
@@ -342,13 +359,9 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
         conflicts = sum(c for r in results for _, c in r)
         print(f"\n[watch cache] {2 * INCREMENTS} increments, {conflicts} conflicts retried")
         # No lost update: the stored decision counts every increment exactly once.
-        fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(
-            name="cached-counter", namespace=NS
-        )
+        fw = fleetapi.resource(dyn, fleetapi.FLEET_WORKLOAD).get(name=counter, namespace=NS)
         assert fleetapi.stored_clusters(fw.to_dict()) == (("cache-a", 2 * INCREMENTS),)
-        pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(
-            name="cached-counter", namespace=NS
-        )
+        pd = fleetapi.resource(dyn, fleetapi.PLACEMENT_DECISION).get(name=counter, namespace=NS)
         rows = pd.to_dict()["status"]["decisions"]
         assert [(r["clusterName"], r["replicas"]) for r in rows] == [
             ("cache-a", str(2 * INCREMENTS))
@@ -358,7 +371,8 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
         for r in requests:
             with r.lock:
                 assert sum(1 for m, res, w in r.seen if res == "clusters" and not w) == 1
-        # Every write probed both collections' versions; whole LISTs are the writes whose
+        # Every write from the cache probed both collections' versions (by key: none); whole
+        # LISTs are the writes whose
         # cache did not reach them within FRESH_TIMEOUT (reported: they depend on the timing).
         rounds = sum(n for r in results for n, _ in r)
         for i, r in enumerate(requests):
@@ -368,14 +382,15 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
                 f"[watch cache] worker {i}: {probes} probes, "
                 f"{r.lists(PLACEMENT) - 2} whole LISTs of {sorted(PLACEMENT)} after sync"
             )
-        assert sum(r.probes().get("fleetworkloads", 0) for r in requests) == rounds
+        probed = sum(r.probes().get("fleetworkloads", 0) for r in requests)
+        assert probed == (0 if keyed else rounds)
         # Both caches end at the stored decision.
         for backend in workers:
             _follows(
                 backend,
                 "the final count cached",
                 lambda r: any(
-                    w.name == "cached-counter"
+                    w.name == counter
                     and (w.placement.current() or {}).get("cache-a") == 2 * INCREMENTS
                     for w in r.snapshot.workloads
                 ),
