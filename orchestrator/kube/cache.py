@@ -273,10 +273,7 @@ class WatchCache:
         """
 
         def reached() -> bool:
-            return all(
-                self._stores[k].synced and version_reached(self._stores[k].version, v)
-                for k, v in versions.items()
-            )
+            return all(self._at(k, v) for k, v in versions.items())
 
         if ask:
             deadline = time.monotonic() + timeout
@@ -357,6 +354,11 @@ class WatchCache:
                     raise CacheNotSynced(f"{self._name}: not {what} within {timeout:g}s{where}")
                 self._changed.wait(left)
 
+    def _at(self, kind: Hashable, want: str) -> bool:
+        """Whether the store of ``kind`` is synced and has seen ``want`` (the lock held)."""
+        store = self._stores[kind]
+        return store.synced and version_reached(store.version, want)
+
     def _behind(self, versions: Mapping[Hashable, str]) -> str:
         """Where each store short of ``versions`` stands, for the reader that gives up (locked).
 
@@ -367,9 +369,9 @@ class WatchCache:
         now = time.monotonic()
         parts = []
         for kind, want in versions.items():
-            store = self._stores[kind]
-            if store.synced and version_reached(store.version, want):
+            if self._at(kind, want):
                 continue
+            store = self._stores[kind]
             name = kind[1] if isinstance(kind, tuple) else str(kind)
             heard = f"last heard {now - store.heard:.1f}s ago" if store.heard else "never heard"
             parts.append(f"{name} at {store.version or '-'}, {heard}")

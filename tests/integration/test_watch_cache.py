@@ -372,8 +372,8 @@ def test_two_workers_with_their_own_caches_place_concurrently_without_lost_updat
             with r.lock:
                 assert sum(1 for m, res, w in r.seen if res == "clusters" and not w) == 1
         # Every write from the cache probed both collections' versions (by key: none); whole
-        # LISTs are the writes whose
-        # cache did not reach them within FRESH_TIMEOUT (reported: they depend on the timing).
+        # LISTs are the writes whose cache did not reach them within FRESH_TIMEOUT (reported:
+        # they depend on the timing).
         rounds = sum(n for r in results for n, _ in r)
         for i, r in enumerate(requests):
             probes = r.probes()

@@ -34,9 +34,9 @@
   cache that is not synced, lagging or not there in time is passed by: the two LISTs, fresh,
   never stale. PlacementDecisions are a cached kind for this (not read one by one for the
   decisions that changed): the writer compares every decision it is given with the mirror
-  (a decision equal to the FleetWorkload's but not to the mirror repairs it), and the
-  placement after a gate comes off gives it every workload, so reading them one by one would
-  cost two GETs per workload; cached, they
+  (a decision equal to the FleetWorkload's but not to the mirror repairs it), and a round
+  above ``KEYED_READS`` gives it many, so reading them one by one would cost two GETs per
+  workload; cached, they
   cost one object per FleetWorkload in memory (slimmed as the other kinds) and their watch
   events, which grow with the writes.
 """

@@ -3,10 +3,10 @@
 What it compares its decisions with is read from the cache once the cache's FleetWorkload and
 PlacementDecision stores have reached the collections' current resourceVersions (two LISTs of
 ``limit=1``), else LISTed whole, as without a cache; a round of at most ``KEYED_READS``
-workloads GETs them instead (the tests of the cache's path set it to 0). The "server" is a ``FakeDyn`` (one
-resourceVersion counter shared by every kind, as etcd's revision is) and the cache's watches
-are scripted (``watch_feed.DynFeed``): a test decides when, and whether, the cache hears of a
-change. Every wait has a timeout; nothing sleeps and asserts.
+workloads GETs them instead (the tests of the cache's path set it to 0). The "server" is a
+``FakeDyn`` (one resourceVersion counter shared by every kind, as etcd's revision is) and the
+cache's watches are scripted (``watch_feed.DynFeed``): a test decides when, and whether, the
+cache hears of a change. Every wait has a timeout; nothing sleeps and asserts.
 """
 
 from __future__ import annotations
